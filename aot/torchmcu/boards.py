@@ -1,0 +1,495 @@
+"""Board descriptions: cores, memories, simulator wiring and the linker script.
+
+A board is described by a TOML file in ``<repo>/boards/`` (see
+``boards/mps3-an547.toml`` for the annotated format). This module parses and
+checks those files into frozen dataclasses, derives the compiler flags, the
+``-D`` macros the board-side C++ in ``firmware/boards/`` needs, the link
+flags, and generates a GNU ld script from the memory description.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+__all__ = [
+    "BOARDS_DIR",
+    "FIRMWARE_BOARDS_DIR",
+    "Board",
+    "BoardError",
+    "Core",
+    "Memory",
+    "board_sources",
+    "linker_script",
+    "list_boards",
+    "load_board",
+]
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+BOARDS_DIR = _REPO_ROOT / "boards"
+FIRMWARE_BOARDS_DIR = _REPO_ROOT / "firmware" / "boards"
+
+# What a memory may hold. "code"/"rodata" go to the layout's code memory,
+# "data"/"bss"/"stack" to its data memory, "arena" to linker_script(arenas=).
+_HOLDS = frozenset({"code", "rodata", "data", "bss", "stack", "arena"})
+_KINDS = frozenset({"code", "ram"})
+_MVE = ("none", "int", "float")
+_FLOAT_ABIS = ("soft", "softfp", "hard")
+_SECTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# Cores whose -mcpu default includes features a board may lack; the matching
+# "+no..." modifiers switch them off so the compiler never emits them.
+_CPUS_WITH_DSP_DEFAULT = frozenset({"cortex-m33", "cortex-m35p", "cortex-m55", "cortex-m85"})
+_CPUS_WITH_MVE_DEFAULT = frozenset({"cortex-m55", "cortex-m85"})
+
+# Libraries' allocation entry points. Wrapping them to __wrap_* names that
+# nothing defines turns any use of the heap into a link error naming the
+# function, and keeps newlib's malloc (and with it _sbrk) out of the image.
+HEAP_FUNCTIONS = (
+    "malloc", "calloc", "realloc", "free", "memalign", "aligned_alloc",
+    "posix_memalign", "valloc", "pvalloc",
+    "_malloc_r", "_calloc_r", "_realloc_r", "_free_r", "_memalign_r",
+)
+
+
+class BoardError(ValueError):
+    """A board name, description file or layout request is invalid."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    name: str
+    base: int
+    size: int
+    kind: str  # "code": rom-like memory holding the image; "ram": read-write
+    speed: int  # rank, lower is faster; equal ranks are equally fast
+    holds: tuple[str, ...]
+
+    @property
+    def end(self) -> int:
+        """One past the last byte."""
+        return self.base + self.size
+
+    def contains(self, address: int, size: int = 1) -> bool:
+        return self.base <= address and address + size <= self.end
+
+
+@dataclass(frozen=True)
+class Core:
+    cpu: str  # GCC -mcpu name
+    fpu: str  # GCC -mfpu name, or "none"
+    float_abi: str  # "soft" | "softfp" | "hard"
+    dsp: bool
+    mve: str  # "none" | "int" | "float"
+    clock_hz: int
+
+    @property
+    def has_fpu(self) -> bool:
+        return self.fpu != "none"
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    description: str
+    core: Core
+    memories: tuple[Memory, ...]
+    qemu_machine: str
+    uart_base: int
+    io_base: int
+    io_size: int
+    code_memory: str  # where the vector table, .text and .rodata go
+    data_memory: str  # where .data, .bss and the stack go
+    stack_size: int
+    source: Path | None = field(default=None, compare=False)
+
+    # -- core -----------------------------------------------------------
+    @property
+    def cpu(self) -> str:
+        return self.core.cpu
+
+    @property
+    def clock_hz(self) -> int:
+        return self.core.clock_hz
+
+    @property
+    def instructions_per_tick(self) -> Fraction:
+        """Guest instructions per SysTick count under QEMU ``-icount shift=0``.
+
+        With shift=0 each instruction advances virtual time by 1 ns and
+        SysTick counts at the core clock, so one count is 1e9/clock_hz
+        instructions (31.25 at 32 MHz).
+        """
+        return Fraction(1_000_000_000, self.core.clock_hz)
+
+    @property
+    def cflags(self) -> list[str]:
+        """Target flags; pass the same list to the compiler and the linker."""
+        c = self.core
+        mcpu = c.cpu
+        if c.cpu in _CPUS_WITH_MVE_DEFAULT:
+            if c.mve == "none":
+                mcpu += "+nomve"
+            elif c.mve == "int":
+                mcpu += "+nomve.fp"
+        if not c.dsp and c.cpu in _CPUS_WITH_DSP_DEFAULT:
+            mcpu += "+nodsp"
+        if not c.has_fpu and c.mve != "float" and c.cpu in _CPUS_WITH_MVE_DEFAULT:
+            mcpu += "+nofp"
+        flags = [f"-mcpu={mcpu}", "-mthumb", f"-mfloat-abi={c.float_abi}"]
+        if c.has_fpu and c.float_abi != "soft":
+            flags.append(f"-mfpu={c.fpu}")
+        return flags
+
+    @property
+    def defines(self) -> dict[str, str]:
+        """-D macros for the board-side code in firmware/boards/."""
+        c = self.core
+        return {
+            "TMCU_BOARD_UART_BASE": f"0x{self.uart_base:08x}u",
+            "TMCU_BOARD_CLOCK_HZ": f"{c.clock_hz}u",
+            # Whether CPACR must grant CP10/CP11: MVE needs it too, FPU or not.
+            "TMCU_BOARD_HAS_FPU": "1" if c.has_fpu else "0",
+            "TMCU_BOARD_HAS_MVE": {"none": "0", "int": "1", "float": "2"}[c.mve],
+            "TMCU_BOARD_HAS_DSP": "1" if c.dsp else "0",
+            "TMCU_BOARD_IO_BASE": f"0x{self.io_base:08x}u",
+            "TMCU_BOARD_IO_SIZE": f"0x{self.io_size:08x}u",
+        }
+
+    @property
+    def define_flags(self) -> list[str]:
+        return [f"-D{k}={v}" for k, v in self.defines.items()]
+
+    # -- memories -------------------------------------------------------
+    def memory(self, name: str) -> Memory:
+        for m in self.memories:
+            if m.name == name:
+                return m
+        known = ", ".join(m.name for m in self.memories)
+        raise BoardError(f"board {self.name!r} has no memory {name!r}; its memories are: {known}")
+
+    def ldflags(self, linker_script_path: str | Path) -> list[str]:
+        """Flags to link a firmware image: ``gcc <objects> *board.ldflags(script)``.
+
+        Includes ``cflags`` again because the linker picks the multilib
+        (FPU/ABI variant of libc, libm, libgcc) from them. No -lnosys: with
+        no syscall stubs, anything that needs _sbrk, _write, ... fails to link.
+        """
+        wraps = ",".join(f"--wrap={f}" for f in HEAP_FUNCTIONS)
+        return [
+            *self.cflags,
+            "--specs=nano.specs",
+            "-nostartfiles",
+            f"-T{Path(linker_script_path)}",
+            "-Wl,--gc-sections",
+            f"-Wl,{wraps}",
+            # Single-pass archive order would otherwise depend on where -lm lands.
+            "-Wl,--start-group", "-lm", "-lc_nano", "-lgcc", "-Wl,--end-group",
+        ]
+
+
+# ---------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------
+
+def list_boards() -> list[str]:
+    """Names of the boards described in the repository's boards/ directory."""
+    return sorted(p.stem for p in BOARDS_DIR.glob("*.toml"))
+
+
+def load_board(name_or_path: str | Path) -> Board:
+    """Load a board by name (``"mps3-an547"``) or by path to a TOML file."""
+    if isinstance(name_or_path, Board):
+        return name_or_path
+    text = str(name_or_path)
+    looks_like_path = isinstance(name_or_path, Path) or text.endswith(".toml") or "/" in text
+    path = Path(text) if looks_like_path else BOARDS_DIR / f"{text}.toml"
+    if not path.is_file():
+        if looks_like_path:
+            raise BoardError(f"board file {path} does not exist")
+        known = ", ".join(list_boards()) or "(none)"
+        raise BoardError(f"unknown board {text!r}; known boards: {known}")
+    try:
+        with path.open("rb") as f:
+            raw = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise BoardError(f"{path}: invalid TOML: {e}") from None
+    return _parse_board(raw, path)
+
+
+def _get(table: dict, key: str, typ: type | tuple[type, ...], where: str):
+    if key not in table:
+        raise BoardError(f"{where}: missing key {key!r}")
+    value = table[key]
+    # bool is an int subclass; never accept one for the other.
+    if (typ is int and isinstance(value, bool)) or not isinstance(value, typ):
+        name = typ.__name__ if isinstance(typ, type) else "/".join(t.__name__ for t in typ)
+        raise BoardError(f"{where}: {key!r} must be {name}, got {value!r}")
+    return value
+
+
+def _parse_board(raw: dict, path: Path) -> Board:
+    where = str(path)
+    name = _get(raw, "name", str, where)
+    core_t = _get(raw, "core", dict, where)
+    qemu_t = _get(raw, "qemu", dict, where)
+    layout_t = _get(raw, "layout", dict, where)
+    io_t = _get(raw, "io", dict, where)
+    mem_list = _get(raw, "memory", list, where)
+
+    w = f"{where} [core]"
+    core = Core(
+        cpu=_get(core_t, "cpu", str, w),
+        fpu=_get(core_t, "fpu", str, w),
+        float_abi=_get(core_t, "float_abi", str, w),
+        dsp=_get(core_t, "dsp", bool, w),
+        mve=_get(core_t, "mve", str, w),
+        clock_hz=_get(core_t, "clock_hz", int, w),
+    )
+    if core.float_abi not in _FLOAT_ABIS:
+        raise BoardError(f"{w}: float_abi must be one of {_FLOAT_ABIS}, got {core.float_abi!r}")
+    if core.mve not in _MVE:
+        raise BoardError(f"{w}: mve must be one of {_MVE}, got {core.mve!r}")
+    if core.float_abi != "soft" and not core.has_fpu:
+        raise BoardError(f"{w}: float_abi {core.float_abi!r} needs an FPU (fpu is 'none')")
+    if core.clock_hz <= 0:
+        raise BoardError(f"{w}: clock_hz must be positive")
+
+    memories: list[Memory] = []
+    for i, m in enumerate(mem_list):
+        w = f"{where} [[memory]] #{i + 1}"
+        if not isinstance(m, dict):
+            raise BoardError(f"{w}: must be a table")
+        holds = _get(m, "holds", list, w)
+        mem = Memory(
+            name=_get(m, "name", str, w),
+            base=_get(m, "base", int, w),
+            size=_get(m, "size", int, w),
+            kind=_get(m, "kind", str, w),
+            speed=_get(m, "speed", int, w),
+            holds=tuple(holds),
+        )
+        if not _SECTION_NAME.match(mem.name):
+            raise BoardError(f"{w}: memory name {mem.name!r} must be an identifier (it names an ld region)")
+        if mem.kind not in _KINDS:
+            raise BoardError(f"{w}: kind must be one of {sorted(_KINDS)}, got {mem.kind!r}")
+        bad = [h for h in mem.holds if h not in _HOLDS]
+        if bad:
+            raise BoardError(f"{w}: unknown holds {bad}; allowed: {sorted(_HOLDS)}")
+        if mem.size <= 0 or mem.base < 0 or mem.end > 1 << 32:
+            raise BoardError(f"{w}: memory {mem.name!r} does not fit the 32-bit address space")
+        memories.append(mem)
+    if not memories:
+        raise BoardError(f"{where}: no [[memory]] entries")
+    names = [m.name for m in memories]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise BoardError(f"{where}: duplicate memory names {dupes}")
+    ordered = sorted(memories, key=lambda m: m.base)
+    for a, b in zip(ordered, ordered[1:]):
+        if a.end > b.base:
+            raise BoardError(f"{where}: memories {a.name!r} and {b.name!r} overlap")
+
+    w = f"{where} [io]"
+    io_base = _get(io_t, "base", int, w)
+    io_size = _get(io_t, "size", int, w)
+    if io_size <= 0 or io_base % 16:
+        raise BoardError(f"{w}: the io window needs a positive size and a 16-byte aligned base")
+    for m in memories:
+        if io_base < m.end and m.base < io_base + io_size:
+            raise BoardError(f"{w}: the io window overlaps memory {m.name!r}; it must be reserved for the runner")
+
+    w = f"{where} [layout]"
+    board = Board(
+        name=name,
+        description=str(raw.get("description", "")),
+        core=core,
+        memories=tuple(memories),
+        qemu_machine=_get(qemu_t, "machine", str, f"{where} [qemu]"),
+        uart_base=_get(qemu_t, "uart_base", int, f"{where} [qemu]"),
+        io_base=io_base,
+        io_size=io_size,
+        code_memory=_get(layout_t, "code", str, w),
+        data_memory=_get(layout_t, "data", str, w),
+        stack_size=_get(layout_t, "stack_size", int, w),
+        source=path,
+    )
+    try:
+        code = board.memory(board.code_memory)
+        data = board.memory(board.data_memory)
+    except BoardError as e:
+        raise BoardError(f"{w}: {e}") from None
+    if not {"code", "rodata"} <= set(code.holds):
+        raise BoardError(f"{w}: code memory {code.name!r} must hold code and rodata")
+    if data.kind != "ram" or not {"data", "bss", "stack"} <= set(data.holds):
+        raise BoardError(f"{w}: data memory {data.name!r} must be ram holding data, bss and stack")
+    if board.stack_size <= 0 or board.stack_size % 8:
+        raise BoardError(f"{w}: stack_size must be a positive multiple of 8")
+    return board
+
+
+def board_sources() -> list[Path]:
+    """C/C++/assembly sources of firmware/boards/ to build into every firmware.
+
+    Compile them with ``board.cflags + board.define_flags`` (plus
+    ``-I firmware/boards``); test programs in subdirectories are excluded.
+    """
+    exts = {".c", ".cc", ".cpp", ".S", ".s"}
+    return sorted(p for p in FIRMWARE_BOARDS_DIR.iterdir() if p.is_file() and p.suffix in exts)
+
+
+# ---------------------------------------------------------------------------
+# Linker script
+# ---------------------------------------------------------------------------
+
+def linker_script(board: Board, arenas: dict[str, str] | None = None) -> str:
+    """Generate a GNU ld script for ``board``.
+
+    Layout: vector table, .text, .rodata (model programs in
+    ``.rodata.tmcu_program*`` first, 16-byte aligned), init arrays and unwind
+    tables in the code memory; the stack (at the bottom, so an overflow runs
+    off the memory rather than into variables), .data (loaded from the code
+    memory, copied at reset) and .bss in the data memory.
+
+    ``arenas`` maps an output section name to a memory name; each becomes a
+    NOLOAD section collecting the input sections ``.bss.<name>*`` into that
+    memory, bounded by ``__<name>_start``/``__<name>_end``. Arenas are not
+    zeroed at reset: they are scratch space the runtime initialises.
+    """
+    arenas = dict(arenas or {})
+    code = board.memory(board.code_memory)
+    data = board.memory(board.data_memory)
+
+    arena_sections: list[tuple[str, Memory]] = []
+    for out_name, mem_name in arenas.items():
+        sec = out_name.lstrip(".")
+        if not _SECTION_NAME.match(sec):
+            raise BoardError(f"arena section name {out_name!r} must be an identifier (optionally with a leading dot)")
+        try:
+            mem = board.memory(mem_name)
+        except BoardError as e:
+            raise BoardError(f"arena {out_name!r}: {e}") from None
+        if "arena" not in mem.holds:
+            able = ", ".join(m.name for m in board.memories if "arena" in m.holds)
+            raise BoardError(
+                f"arena {out_name!r}: memory {mem_name!r} of board {board.name!r} cannot hold arenas; "
+                f"memories that can: {able}")
+        if sec in {"text", "rodata", "data", "bss", "stack", "vectors"}:
+            raise BoardError(f"arena section name {out_name!r} clashes with a standard section")
+        arena_sections.append((sec, mem))
+    seen = [s for s, _ in arena_sections]
+    if len(set(seen)) != len(seen):
+        raise BoardError(f"arena section names must be unique: {seen}")
+
+    L: list[str] = []
+    add = L.append
+    add(f"/* Generated by torchmcu.boards for board {board.name}; do not edit. */")
+    add("ENTRY(Reset_Handler)")
+    add("")
+    add("MEMORY")
+    add("{")
+    for m in board.memories:
+        attrs = "rx" if m.kind == "code" else "rwx"
+        add(f"  {m.name} ({attrs}) : ORIGIN = 0x{m.base:08x}, LENGTH = 0x{m.size:08x}")
+    add("}")
+    add("")
+    add(f"__tmcu_stack_size = 0x{board.stack_size:x};")
+    add(f"__tmcu_io_base = 0x{board.io_base:08x};")
+    add(f"__tmcu_io_size = 0x{board.io_size:x};")
+    add("")
+    add("SECTIONS")
+    add("{")
+    # VTOR needs the table aligned to its size rounded up to a power of two;
+    # the startup's table is 32 words, so 128 bytes.
+    add("  .text : ALIGN(128)")
+    add("  {")
+    add("    __tmcu_vectors_start = .;")
+    add("    KEEP(*(.vectors))")
+    add("    *(.text .text.* .gnu.linkonce.t.*)")
+    add("    *(.glue_7 .glue_7t .vfp11_veneer .v4_bx)")
+    add("  } > " + code.name)
+    add("")
+    add("  .rodata : ALIGN(16)")
+    add("  {")
+    add("    /* Model programs: first, on a 16-byte boundary; kept even if only")
+    add("       reached through tables the linker cannot see. Each object")
+    add("       carries its own alignment (emit them with alignas(16)). */")
+    add("    . = ALIGN(16);")
+    add("    __tmcu_program_start = .;")
+    add("    KEEP(*(SORT_BY_NAME(.rodata.tmcu_program*)))")
+    add("    . = ALIGN(16);")
+    add("    __tmcu_program_end = .;")
+    add("    *(.rodata .rodata.* .gnu.linkonce.r.*)")
+    add("    . = ALIGN(4);")
+    add("  } > " + code.name)
+    add("")
+    add("  .ARM.extab : { *(.ARM.extab* .gnu.linkonce.armextab.*) } > " + code.name)
+    add("  .ARM.exidx :")
+    add("  {")
+    add("    __exidx_start = .;")
+    add("    *(.ARM.exidx* .gnu.linkonce.armexidx.*)")
+    add("    __exidx_end = .;")
+    add("  } > " + code.name)
+    add("")
+    add("  /* Static constructors, run by Reset_Handler before main. */")
+    add("  .init_array : ALIGN(4)")
+    add("  {")
+    add("    __tmcu_preinit_array_start = .;")
+    add("    KEEP(*(.preinit_array))")
+    add("    __tmcu_preinit_array_end = .;")
+    add("    __tmcu_init_array_start = .;")
+    add("    KEEP(*(SORT_BY_INIT_PRIORITY(.init_array.*)))")
+    add("    KEEP(*(.init_array))")
+    add("    __tmcu_init_array_end = .;")
+    add("  } > " + code.name)
+    add("")
+    add("  /* The stack comes first in the data memory and grows down towards its")
+    add("     start, so an overflow leaves the memory instead of overwriting .data")
+    add("     and .bss; on Armv8-M the startup also sets MSPLIM to")
+    add("     __tmcu_stack_bottom, turning an overflow into a reported fault. */")
+    add("  .stack (NOLOAD) : ALIGN(8)")
+    add("  {")
+    add("    __tmcu_stack_bottom = .;")
+    add("    . += __tmcu_stack_size;")
+    add("    . = ALIGN(8);")
+    add("    __tmcu_stack_top = .;")
+    add(f"  }} > {data.name}")
+    add("")
+    add("  /* Initialised data: stored after the code, copied by Reset_Handler. */")
+    add("  .data : ALIGN(4)")
+    add("  {")
+    add("    __tmcu_data_start = .;")
+    add("    *(.data .data.* .gnu.linkonce.d.*)")
+    add("    . = ALIGN(4);")
+    add("    __tmcu_data_end = .;")
+    add(f"  }} > {data.name} AT > {code.name}")
+    add("  __tmcu_data_load = LOADADDR(.data);")
+    add("")
+    if arena_sections:
+        add("  /* Arenas: before .bss so that .bss.* does not swallow them")
+        add("     (ld assigns an input section to the first pattern that matches).")
+        add("     NOLOAD and not zeroed at reset. */")
+    for sec, mem in arena_sections:
+        add(f"  .{sec} (NOLOAD) : ALIGN(16)")
+        add("  {")
+        add(f"    __{sec}_start = .;")
+        add(f"    *(.bss.{sec} .bss.{sec}.* .bss.{sec}*)")
+        add("    . = ALIGN(16);")
+        add(f"    __{sec}_end = .;")
+        add(f"  }} > {mem.name}")
+        add("")
+    add("  .bss (NOLOAD) : ALIGN(4)")
+    add("  {")
+    add("    __tmcu_bss_start = .;")
+    add("    *(.bss .bss.* .gnu.linkonce.b.*)")
+    add("    *(COMMON)")
+    add("    . = ALIGN(4);")
+    add("    __tmcu_bss_end = .;")
+    add(f"  }} > {data.name}")
+    add("")
+    add("  /DISCARD/ : { *(.note.GNU-stack) *(.gnu_debuglink) }")
+    add("}")
+    return "\n".join(L) + "\n"

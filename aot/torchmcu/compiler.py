@@ -1,0 +1,160 @@
+"""The compile driver: nn.Module -> a build directory.
+
+    capture -> lower (graph passes) -> layout -> plan -> serialize
+
+Writes into OUT: model.pte, model_pte.{c,h}, model_arenas.{c,h},
+kernel_table.cc, kernels.txt (selective build), memory_plan.json,
+report.json + report.txt, model.json (what `build` and `run` need), and
+the exported program (model.pt2) that `run --check` takes as the reference.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import serialize
+from .boards import Board, load_board
+from .capture import capture
+from .errors import CompileError
+from .layout import PGraph, to_program_graph
+from .lower import lower
+from .plan import Plan, plan
+
+
+@dataclass
+class Compiled:
+    out_dir: Path
+    board: Board
+    graph: PGraph
+    plan: Plan
+    pte: bytes
+    report: dict[str, Any]
+
+
+def choose_arena_memory(board: Board, size: int) -> str:
+    """The fastest memory that may hold arenas and has room for `size`
+    (beside the stack, when it shares the memory)."""
+    candidates = sorted((m for m in board.memories if "arena" in m.holds), key=lambda m: m.speed)
+    for m in candidates:
+        room = m.size - (board.stack_size if m.name == board.data_memory else 0)
+        if size <= room:
+            return m.name
+    best = max((m.size for m in candidates), default=0)
+    raise CompileError(
+        f"the model needs {size} bytes of activations in one arena, but the largest memory of "
+        f"board {board.name} that can hold arenas has {best} bytes (short by {size - best})")
+
+
+def _tensor_meta(t: Any, name: str) -> dict[str, Any]:
+    return {"name": name, "shape": list(t.shape), "dtype": "float32"}
+
+
+def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str | Board,
+            out_dir: str | Path) -> Compiled:
+    """Compile `model` for `board` into `out_dir` (created)."""
+    board = board if isinstance(board, Board) else load_board(board)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+
+    ep = capture(model, example_inputs)
+    graph = lower(ep)
+    pg = to_program_graph(graph)
+    mem = plan(pg)
+    arena = serialize.ArenaSpec(choose_arena_memory(board, mem.arena_bytes), mem.arena_bytes)
+    prog, segment = serialize.program_dict(pg, mem, arena)
+    pte = serialize.to_pte(prog, segment)
+
+    (out / "model.pte").write_bytes(pte)
+    h, c = serialize.model_pte_sources(pte)
+    (out / "model_pte.h").write_text(h)
+    (out / "model_pte.c").write_text(c)
+    h, c = serialize.model_arena_sources([arena])
+    (out / "model_arenas.h").write_text(h)
+    (out / "model_arenas.c").write_text(c)
+    codes = sorted({op.code for op in pg.ops})
+    (out / "kernel_table.cc").write_text(serialize.kernel_table_source(codes))
+    (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
+    torch.export.save(ep, str(out / "model.pt2"))
+
+    with torch.no_grad():
+        ref = ep.module()(*example_inputs)
+    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    meta = {
+        "board": board.name,
+        "arenas": [{"name": arena.name, "section": serialize.arena_section(arena), "size": arena.size}],
+        "inputs": [_tensor_meta(x, pg.tensors[t].name) for x, t in zip(example_inputs, pg.inputs)],
+        "outputs": [_tensor_meta(r, f"output_{k}") for k, r in enumerate(refs)],
+        "float_tolerance": FLOAT_TOLERANCE,
+    }
+    (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+    np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
+
+    report = make_report(board, pg, mem, arena, pte, len(segment))
+    (out / "memory_plan.json").write_text(json.dumps(memory_plan(pg, mem, arena), indent=2) + "\n")
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "report.txt").write_text(format_report(report))
+    return Compiled(out, board, pg, mem, pte, report)
+
+
+# Float programs are checked against PyTorch within |a - b| <= atol + rtol * |b|,
+# atol scaled by the output's magnitude: the kernels sum in a different order
+# than PyTorch's, and expf/tanhf differ from PyTorch's by an ulp or two.
+FLOAT_TOLERANCE = {"rtol": 1e-5, "atol_scale": 1e-5}
+
+
+def memory_plan(pg: PGraph, mem: Plan, arena: serialize.ArenaSpec) -> dict[str, Any]:
+    buffers = []
+    for b, (first, last) in sorted(mem.lifetimes.items()):
+        names = [t.name for t in pg.tensors if t.buffer == b]
+        buffers.append({"buffer": b, "tensors": names, "bytes": pg.buffers[b], "offset": mem.offsets[b],
+                        "first_op": first, "last_op": last})
+    return {"arena": arena.name, "arena_bytes": mem.arena_bytes, "lower_bound_bytes": mem.lower_bound_bytes,
+            "buffers": buffers}
+
+
+def make_report(board: Board, pg: PGraph, mem: Plan, arena: serialize.ArenaSpec, pte: bytes,
+                constant_bytes: int) -> dict[str, Any]:
+    ops = [{"index": i, "name": op.name, "kind": op.kind, "code": op.code, "backend": op.backend,
+            "macs": op.macs, "source": op.source} for i, op in enumerate(pg.ops)]
+    coverage: dict[str, int] = {}
+    for op in pg.ops:
+        coverage[op.backend] = coverage.get(op.backend, 0) + 1
+    ratio = mem.arena_bytes / mem.lower_bound_bytes if mem.lower_bound_bytes else 1.0
+    return {
+        "board": board.name,
+        "ops": ops,
+        "coverage": coverage,
+        "macs": sum(op.macs for op in pg.ops),
+        "memory": {
+            "regions": [{"name": arena.name, "planned_bytes": mem.arena_bytes,
+                         "lower_bound_bytes": mem.lower_bound_bytes, "ratio": round(ratio, 4)}],
+        },
+        "flash": {"program_bytes": len(pte), "constant_bytes": constant_bytes,
+                  "flatbuffer_bytes": len(pte) - constant_bytes},
+        "kernels": sorted({op.code for op in pg.ops}),
+    }
+
+
+def format_report(r: dict[str, Any]) -> str:
+    lines = [f"torchmcu report for board {r['board']}", ""]
+    lines.append(f"{'#':>3}  {'op':<24} {'kind':<12} {'backend':<9} {'MACs':>10}  source")
+    for op in r["ops"]:
+        lines.append(f"{op['index']:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op['backend']:<9} "
+                     f"{op['macs']:>10}  {op['source'] or ''}")
+    lines += ["", f"MACs per inference: {r['macs']:,}", "", "RAM (activations):"]
+    for reg in r["memory"]["regions"]:
+        lines.append(f"  {reg['name']}: {reg['planned_bytes']:,} B planned, lower bound "
+                     f"{reg['lower_bound_bytes']:,} B (ratio {reg['ratio']:.2f})")
+    f = r["flash"]
+    lines += ["", f"Flash (program): {f['program_bytes']:,} B = {f['flatbuffer_bytes']:,} B program "
+              f"+ {f['constant_bytes']:,} B constants", ""]
+    return "\n".join(lines)

@@ -1,0 +1,307 @@
+"""Lowering, second half: memory layouts and program ops.
+
+Every logical value gets a physical tensor and a permutation `perm` such
+that physical dim j holds logical dim perm[j]. Convolutions and pools want
+NHWC (perm (0, 2, 3, 1)); linear, reshape and the model's outputs want
+PyTorch's order. A permute or transpose in the model changes only `perm`
+and moves no data; a real PERMUTE op is emitted only where an op needs a
+different order, and not at all when the two orders differ only in dims of
+size 1 (the bytes are then identical: reshape, flatten after a global pool,
+NCHW input with one channel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import CompileError
+from .lower import Graph, Node
+
+NHWC = (0, 2, 3, 1)
+
+
+@dataclass
+class PTensor:
+    name: str
+    dims: tuple[int, ...]  # physical
+    dtype: str = "F32"
+    buffer: int | None = None  # activation storage; tensors sharing it alias
+    const: np.ndarray | None = None  # constants, already in physical layout
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.dims, dtype=np.int64)) * {"F32": 4, "I32": 4, "I16": 2, "I8": 1, "U8": 1}[self.dtype]
+
+
+@dataclass
+class POp:
+    code: str
+    inputs: list[int]  # tensor ids, -1 for an absent optional operand
+    outputs: list[int]
+    params: tuple[str, dict[str, Any]] | None
+    name: str
+    source: str | None
+    kind: str  # the logical op, for reports
+    backend: str = "portable"
+    macs: int = 0
+
+
+@dataclass
+class PGraph:
+    tensors: list[PTensor] = field(default_factory=list)
+    ops: list[POp] = field(default_factory=list)
+    inputs: list[int] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+    buffers: list[int] = field(default_factory=list)  # bytes per activation buffer
+
+
+def _identity(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank))
+
+
+def _same_bytes(shape: tuple[int, ...], p: tuple[int, ...], q: tuple[int, ...]) -> bool:
+    """Two orders of one tensor lay out the same bytes when they agree on the
+    order of every dim larger than 1."""
+    return [d for d in p if shape[d] != 1] == [d for d in q if shape[d] != 1]
+
+
+def _act_params(act: tuple[float, float]) -> dict[str, float]:
+    return {"act_min": float(act[0]), "act_max": float(act[1])}
+
+
+class _Layout:
+    def __init__(self, g: Graph) -> None:
+        self.g = g
+        self.p = PGraph()
+        self.val: dict[int, tuple[int, tuple[int, ...]]] = {}  # value -> (tensor, perm)
+        self.cache: dict[tuple[int, tuple[int, ...]], int] = {}
+
+    # -- tensors -----------------------------------------------------------------------------
+    def activation(self, name: str, dims: tuple[int, ...]) -> int:
+        t = PTensor(name, tuple(int(d) for d in dims), buffer=len(self.p.buffers))
+        self.p.buffers.append(t.nbytes)
+        self.p.tensors.append(t)
+        return len(self.p.tensors) - 1
+
+    def alias(self, tid: int, dims: tuple[int, ...], name: str | None = None) -> int:
+        src = self.p.tensors[tid]
+        if tuple(dims) == src.dims:
+            return tid
+        const = None if src.const is None else src.const.reshape(dims)
+        self.p.tensors.append(PTensor(name or src.name, tuple(dims), src.dtype, src.buffer, const))
+        return len(self.p.tensors) - 1
+
+    def constant(self, name: str, data: np.ndarray) -> int:
+        data = np.ascontiguousarray(data, dtype=np.float32)
+        self.p.tensors.append(PTensor(name, tuple(data.shape) or (1,), const=data.reshape(data.shape or (1,))))
+        return len(self.p.tensors) - 1
+
+    def get(self, v: int, want: tuple[int, ...], node: Node) -> int:
+        """Value v as a tensor whose physical order is `want`."""
+        tid, perm = self.val[v]
+        if perm == want:
+            return tid
+        shape = self.g.shapes[v]
+        dims = tuple(shape[d] for d in want)
+        if _same_bytes(shape, perm, want):
+            return self.alias(tid, dims)
+        key = (v, want)
+        if key not in self.cache:
+            out = self.activation(f"{node.name}_in_{v}", dims)
+            phys = [perm.index(d) for d in want]
+            self.emit("PERMUTE", [tid], [out], ("PermuteParams", {"perm": phys}), node, "permute")
+            self.cache[key] = out
+        return self.cache[key]
+
+    def const_operand(self, data: np.ndarray, rank: int, order: tuple[int, ...], name: str) -> int:
+        """A broadcast constant at the output's rank, laid out in `order`."""
+        data = np.asarray(data, dtype=np.float32)
+        data = data.reshape((1,) * (rank - data.ndim) + data.shape)
+        return self.constant(name, np.transpose(data, order))
+
+    def emit(self, code: str, ins: list[int], outs: list[int], params: tuple[str, dict] | None,
+             node: Node, kind: str, macs: int = 0) -> None:
+        self.p.ops.append(POp(code, ins, outs, params, node.name, node.source, kind, macs=macs))
+
+    def fail(self, node: Node, message: str) -> CompileError:
+        shapes = [self.g.shapes[i] if isinstance(i, int) else getattr(i, "shape", None) for i in node.inputs]
+        return CompileError(message, op=node.op, shapes=shapes, source=node.source)
+
+    # -- ops ---------------------------------------------------------------------------------
+    def conv2d(self, n: Node) -> None:
+        x, w, b = n.inputs
+        out_shape = self.g.shapes[n.out]
+        xin = self.get(x, NHWC, n)  # type: ignore[arg-type]
+        out = self.activation(n.name, tuple(out_shape[d] for d in NHWC))
+        groups = n.attrs["groups"]
+        cin = self.g.shapes[x][1]  # type: ignore[index]
+        cout, _, kh, kw = w.shape
+        a = n.attrs
+        params = {
+            "stride_h": a["stride"][0], "stride_w": a["stride"][1],
+            "pad_top": a["padding"][0], "pad_left": a["padding"][1],
+            "dilation_h": a["dilation"][0], "dilation_w": a["dilation"][1],
+            "groups": groups, **_act_params(a["act"]),
+        }
+        if groups > 1 and groups == cin and w.shape[1] == 1:
+            code, wt = "DEPTHWISE_CONV2D_F32", np.transpose(w, (1, 2, 3, 0))  # [1, kh, kw, cout]
+            params["multiplier"] = cout // cin
+        else:
+            code, wt = "CONV2D_F32", np.transpose(w, (0, 2, 3, 1))  # OHWI
+        ins = [xin, self.constant(f"{n.name}_weight", wt)]
+        if b is not None:
+            ins.append(self.constant(f"{n.name}_bias", b))
+        macs = int(np.prod(out_shape)) * int(w.shape[1]) * kh * kw
+        self.emit(code, ins, [out], ("Conv2dParams", params), n, "conv2d", macs)
+        self.val[n.out] = (out, NHWC)
+
+    def linear(self, n: Node) -> None:
+        x, w, b = n.inputs
+        shape = self.g.shapes[n.out]
+        xin = self.get(x, _identity(len(self.g.shapes[x])), n)  # type: ignore[arg-type]
+        out = self.activation(n.name, shape)
+        ins = [xin, self.constant(f"{n.name}_weight", w)]
+        if b is not None:
+            ins.append(self.constant(f"{n.name}_bias", b))
+        self.emit("LINEAR_F32", ins, [out], ("LinearParams", _act_params(n.attrs["act"])), n, "linear",
+                  int(np.prod(shape)) * int(w.shape[1]))
+        self.val[n.out] = (out, _identity(len(shape)))
+
+    def unary(self, n: Node) -> None:
+        x = n.inputs[0]
+        tid, perm = self.val[x]  # type: ignore[index]
+        out = self.activation(n.name, self.p.tensors[tid].dims)
+        if n.op == "clamp":
+            lo, hi = n.attrs["range"]
+            self.emit("CLAMP_F32", [tid], [out], ("ClampParams", {"min": lo, "max": hi}), n, n.op)
+        else:
+            self.emit(f"{n.op.upper()}_F32", [tid], [out], None, n, n.op)
+        self.val[n.out] = (out, perm)
+
+    def binary(self, n: Node) -> None:
+        a, b = n.inputs
+        shape = self.g.shapes[n.out]
+        rank = len(shape)
+        if len(self.g.shapes[a]) != rank:  # type: ignore[index]
+            raise self.fail(n, "broadcasting an activation of lower rank is not supported")
+        perm = self.val[a][1]  # type: ignore[index]
+        ain = self.val[a][0]  # type: ignore[index]
+        if isinstance(b, int):
+            if len(self.g.shapes[b]) != rank:
+                raise self.fail(n, "broadcasting an activation of lower rank is not supported")
+            bin_ = self.get(b, perm, n)
+        else:
+            bin_ = self.const_operand(b, rank, perm, f"{n.name}_other")
+        out = self.activation(n.name, tuple(shape[d] for d in perm))
+        self.emit(f"{n.op.upper()}_F32", [ain, bin_], [out], ("BinaryParams", _act_params(n.attrs["act"])), n, n.op)
+        self.val[n.out] = (out, perm)
+
+    def pool(self, n: Node) -> None:
+        x = n.inputs[0]
+        a = n.attrs
+        shape = self.g.shapes[n.out]
+        xin = self.get(x, NHWC, n)  # type: ignore[arg-type]
+        out = self.activation(n.name, tuple(shape[d] for d in NHWC))
+        params = {
+            "kernel_h": a["kernel"][0], "kernel_w": a["kernel"][1],
+            "stride_h": a["stride"][0], "stride_w": a["stride"][1],
+            "pad_top": a["padding"][0], "pad_left": a["padding"][1],
+            "dilation_h": a["dilation"][0], "dilation_w": a["dilation"][1],
+            "count_include_pad": a["count_include_pad"], "divisor_override": a["divisor_override"],
+            **_act_params(a["act"]),
+        }
+        code = "MAX_POOL2D_F32" if n.op == "max_pool2d" else "AVG_POOL2D_F32"
+        self.emit(code, [xin], [out], ("Pool2dParams", params), n, n.op)
+        self.val[n.out] = (out, NHWC)
+
+    def mean(self, n: Node) -> None:
+        x = n.inputs[0]
+        tid, perm = self.val[x]  # type: ignore[index]
+        in_dims = self.p.tensors[tid].dims
+        reduced = set(n.attrs["dims"])
+        mask = sum(1 << j for j, d in enumerate(perm) if d in reduced)
+        rank = len(perm)
+        if len(self.g.shapes[n.out]) == rank:  # keepdim
+            out_perm = perm
+            dims = tuple(1 if perm[j] in reduced else in_dims[j] for j in range(rank))
+        else:
+            kept = [d for d in range(rank) if d not in reduced]
+            out_perm = tuple(kept.index(perm[j]) for j in range(rank) if perm[j] not in reduced)
+            dims = tuple(in_dims[j] for j in range(rank) if perm[j] not in reduced) or (1,)
+            if not kept:
+                out_perm = (0,) if self.g.shapes[n.out] else ()
+        out = self.activation(n.name, dims)
+        self.emit("MEAN_F32", [tid], [out], ("ReduceParams", {"axis_mask": mask}), n, "mean")
+        self.val[n.out] = (out, out_perm)
+
+    def softmax(self, n: Node) -> None:
+        x = n.inputs[0]
+        tid, perm = self.val[x]  # type: ignore[index]
+        out = self.activation(n.name, self.p.tensors[tid].dims)
+        self.emit("SOFTMAX_F32", [tid], [out], ("SoftmaxParams", {"axis": perm.index(n.attrs["dim"])}), n, "softmax")
+        self.val[n.out] = (out, perm)
+
+    def reshape(self, n: Node) -> None:
+        x = n.inputs[0]
+        shape = self.g.shapes[n.out]
+        tid = self.get(x, _identity(len(self.g.shapes[x])), n)  # type: ignore[arg-type]
+        self.val[n.out] = (self.alias(tid, shape or (1,), n.name), _identity(len(shape)))
+
+    def permute(self, n: Node) -> None:
+        tid, perm = self.val[n.inputs[0]]  # type: ignore[index]
+        q = n.attrs["perm"]
+        self.val[n.out] = (tid, tuple(q.index(d) for d in perm))
+
+    def cat(self, n: Node) -> None:
+        shape = self.g.shapes[n.out]
+        first = next(i for i in n.inputs if isinstance(i, int))
+        perm = self.val[first][1]
+        ins = [self.get(i, perm, n) if isinstance(i, int) else self.const_operand(i, len(shape), perm, f"{n.name}_c")
+               for i in n.inputs]
+        out = self.activation(n.name, tuple(shape[d] for d in perm))
+        self.emit("CONCAT", ins, [out], ("ConcatParams", {"axis": perm.index(n.attrs["dim"])}), n, "cat")
+        self.val[n.out] = (out, perm)
+
+    # -- driver ------------------------------------------------------------------------------
+    def run(self) -> PGraph:
+        g = self.g
+        for vid, name in zip(g.inputs, g.input_names):
+            shape = g.shapes[vid]
+            tid = self.activation(name, shape or (1,))
+            self.p.inputs.append(tid)
+            self.val[vid] = (tid, _identity(len(shape)))
+        handlers = {
+            "conv2d": self.conv2d, "linear": self.linear, "clamp": self.unary, "sigmoid": self.unary,
+            "tanh": self.unary, "add": self.binary, "mul": self.binary, "max_pool2d": self.pool,
+            "avg_pool2d": self.pool, "mean": self.mean, "softmax": self.softmax, "reshape": self.reshape,
+            "permute": self.permute, "cat": self.cat,
+        }
+        for n in g.nodes:
+            handlers[n.op](n)
+        self.outputs()
+        return self.p
+
+    def outputs(self) -> None:
+        taken = {self.p.tensors[t].buffer for t in self.p.inputs}
+        for k, o in enumerate(self.g.outputs):
+            node = Node("output", [], {}, -1, f"output_{k}")
+            if isinstance(o, int):
+                tid = self.get(o, _identity(len(self.g.shapes[o])), node)
+                t = self.p.tensors[tid]
+                if t.buffer in taken:  # an output that is an input, or another output
+                    out = self.activation(f"output_{k}", t.dims)
+                    self.emit("COPY", [tid], [out], None, node, "copy")
+                    tid = out
+            else:
+                src = self.constant(f"output_{k}_value", np.asarray(o))
+                tid = self.activation(f"output_{k}", self.p.tensors[src].dims)
+                self.emit("COPY", [src], [tid], None, node, "copy")
+            taken.add(self.p.tensors[tid].buffer)
+            self.p.outputs.append(tid)
+
+
+def to_program_graph(g: Graph) -> PGraph:
+    return _Layout(g).run()

@@ -1,0 +1,428 @@
+"""Lowering, first half: an ExportedProgram to the logical graph, then the
+graph passes that need no layout (batch-norm folding, activation fusion).
+
+The logical graph keeps PyTorch's semantics (NCHW, logical shapes): each
+node is one of a small set of ops with plain attributes, each operand an
+activation (an int id) or a constant (a NumPy array). `layout.py` then
+decides memory layouts and emits program ops.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
+
+import numpy as np
+import torch
+
+from .capture import user_frame
+from .errors import CompileError
+
+Operand = Union[int, np.ndarray]  # activation id, or a constant
+
+INF = math.inf
+
+
+@dataclass
+class Node:
+    op: str  # conv2d linear batch_norm clamp sigmoid tanh add mul max_pool2d avg_pool2d
+    #          mean softmax reshape permute cat
+    inputs: list[Operand]
+    attrs: dict[str, Any]
+    out: int
+    name: str
+    source: str | None = None
+
+
+@dataclass
+class Graph:
+    shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)  # activation id -> logical shape
+    nodes: list[Node] = field(default_factory=list)
+    inputs: list[int] = field(default_factory=list)
+    outputs: list[Operand] = field(default_factory=list)
+    input_names: list[str] = field(default_factory=list)
+
+    def new_value(self, shape: tuple[int, ...]) -> int:
+        vid = len(self.shapes)
+        self.shapes[vid] = tuple(int(s) for s in shape)
+        return vid
+
+    def users(self, vid: int) -> list[Node]:
+        return [n for n in self.nodes if any(isinstance(i, int) and i == vid for i in n.inputs)]
+
+    def is_output(self, vid: int) -> bool:
+        return any(isinstance(o, int) and o == vid for o in self.outputs)
+
+
+# ---------------------------------------------------------------------------------------------
+# From the exported FX graph
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    if isinstance(v, (list, tuple)):
+        return (int(v[0]), int(v[0])) if len(v) == 1 else (int(v[0]), int(v[1]))
+    return int(v), int(v)
+
+
+def _dim(d: int, rank: int) -> int:
+    return d + rank if d < 0 else d
+
+
+def _const(x: Any) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(torch.float32).numpy().copy() if x.is_floating_point() else x.detach().numpy().copy()
+    return np.asarray(x, dtype=np.float32)
+
+
+class _Converter:
+    """Walks the FX graph; one method per supported ATen op (see RULES)."""
+
+    def __init__(self, ep: torch.export.ExportedProgram) -> None:
+        self.ep = ep
+        self.g = Graph()
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.node: torch.fx.Node | None = None
+
+    # -- helpers ---------------------------------------------------------------------------
+    def fail(self, message: str) -> CompileError:
+        n = self.node
+        assert n is not None
+        shapes = [tuple(a.meta["val"].shape) for a in n.all_input_nodes if hasattr(a.meta.get("val"), "shape")]
+        return CompileError(message, op=str(n.target), shapes=shapes, source=user_frame(n))
+
+    def out_shape(self) -> tuple[int, ...]:
+        assert self.node is not None
+        val = self.node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise self.fail("expected a single tensor result")
+        return tuple(int(s) for s in val.shape)
+
+    def emit(self, op: str, inputs: list[Operand], attrs: dict[str, Any] | None = None,
+             shape: tuple[int, ...] | None = None) -> int:
+        assert self.node is not None
+        out = self.g.new_value(shape if shape is not None else self.out_shape())
+        self.g.nodes.append(Node(op, inputs, attrs or {}, out, self.node.name, user_frame(self.node)))
+        return out
+
+    def act(self, v: Any) -> int:
+        if not _is_activation(v):
+            raise self.fail("expected an activation operand here, got a constant")
+        return v
+
+    def shape(self, v: Operand) -> tuple[int, ...]:
+        return self.g.shapes[v] if isinstance(v, int) else tuple(v.shape)
+
+    # -- ops ---------------------------------------------------------------------------------
+    def conv2d(self, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+        x = self.act(x)
+        if len(self.shape(x)) != 4:
+            raise self.fail("only batched 2-D convolution (NCHW input) is supported")
+        if not isinstance(w, np.ndarray) or (b is not None and not isinstance(b, np.ndarray)):
+            raise self.fail("convolution weights must be constants (parameters)")
+        kh, kw = w.shape[2], w.shape[3]
+        dh, dw = _pair(dilation)
+        if isinstance(padding, str):
+            if padding == "valid":
+                ph, pw = 0, 0
+            else:  # "same": PyTorch pads the extra row/column at the end; symmetric only here
+                th, tw = dh * (kh - 1), dw * (kw - 1)
+                if th % 2 or tw % 2:
+                    raise self.fail("padding='same' with an even kernel pads unevenly; not supported")
+                ph, pw = th // 2, tw // 2
+        else:
+            ph, pw = _pair(padding)
+        attrs = dict(stride=_pair(stride), padding=(ph, pw), dilation=(dh, dw), groups=int(groups), act=(-INF, INF))
+        return self.emit("conv2d", [x, w, b if b is not None else None], attrs)
+
+    def linear(self, x, w, b=None):
+        if not isinstance(w, np.ndarray) or (b is not None and not isinstance(b, np.ndarray)):
+            raise self.fail("linear weights must be constants (parameters)")
+        return self.emit("linear", [self.act(x), w, b], dict(act=(-INF, INF)))
+
+    def batch_norm(self, x, weight, bias, mean, var, training=False, momentum=0.1, eps=1e-5, cudnn=False):
+        if training:
+            raise self.fail("batch norm in training mode; call model.eval() before compiling")
+        c = self.shape(x)[1]
+        weight = np.ones(c, np.float32) if weight is None else weight
+        bias = np.zeros(c, np.float32) if bias is None else bias
+        return self.emit("batch_norm", [self.act(x), weight, bias, mean, var], dict(eps=float(eps)))
+
+    def clamp(self, x, lo=None, hi=None):
+        lo = -INF if lo is None else float(lo)
+        hi = INF if hi is None else float(hi)
+        return self.emit("clamp", [self.act(x)], dict(range=(lo, hi)))
+
+    def unary(self, name: str) -> Callable[..., int]:
+        return lambda x: self.emit(name, [self.act(x)])
+
+    def binary(self, name: str) -> Callable[..., int]:
+        def convert(a, b, alpha=1):
+            if alpha != 1:
+                if not isinstance(b, np.ndarray):
+                    raise self.fail("add/sub with alpha on two activations is not supported")
+                b = b * np.float32(alpha)
+            if not _is_activation(a) and _is_activation(b):
+                a, b = b, a  # both ops commute; keep the activation first
+            return self.emit(name, [self.act(a), b if _is_activation(b) else _const(b)], dict(act=(-INF, INF)))
+        return convert
+
+    def sub(self, a, b, alpha=1):
+        if _is_activation(b):
+            raise self.fail("subtracting an activation is not supported yet (only constants)")
+        return self.binary("add")(a, -_const(b) * np.float32(alpha))
+
+    def max_pool2d(self, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False):
+        kh, kw = _pair(kernel)
+        stride = _pair(stride) if stride else (kh, kw)
+        return self.emit("max_pool2d", [self.act(x)], dict(
+            kernel=(kh, kw), stride=stride, padding=_pair(padding), dilation=_pair(dilation),
+            count_include_pad=False, divisor_override=0, act=(-INF, INF)))
+
+    def avg_pool2d(self, x, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                   divisor_override=None):
+        kh, kw = _pair(kernel)
+        stride = _pair(stride) if stride else (kh, kw)
+        return self.emit("avg_pool2d", [self.act(x)], dict(
+            kernel=(kh, kw), stride=stride, padding=_pair(padding), dilation=(1, 1),
+            count_include_pad=bool(count_include_pad), divisor_override=int(divisor_override or 0),
+            act=(-INF, INF)))
+
+    def adaptive_avg_pool2d(self, x, output_size):
+        n, c, h, w = self.shape(x)
+        oh, ow = _pair(output_size)
+        if (oh, ow) == (1, 1):
+            return self.emit("mean", [self.act(x)], dict(dims=(2, 3)))
+        if h % oh or w % ow:
+            raise self.fail(f"adaptive average pooling from {h}x{w} to {oh}x{ow} has uneven windows")
+        return self.avg_pool2d(x, (h // oh, w // ow))
+
+    def mean(self, x, dims=None, keepdim=False, dtype=None):
+        rank = len(self.shape(x))
+        dims = tuple(range(rank)) if dims is None else tuple(sorted(_dim(int(d), rank) for d in dims))
+        return self.emit("mean", [self.act(x)], dict(dims=dims))
+
+    def softmax(self, x, dim, *rest):
+        return self.emit("softmax", [self.act(x)], dict(dim=_dim(int(dim), len(self.shape(x)))))
+
+    def reshape(self, x, *rest):
+        return self.emit("reshape", [self.act(x)])
+
+    def permute(self, x, dims):
+        rank = len(self.shape(x))
+        return self.emit("permute", [self.act(x)], dict(perm=tuple(_dim(int(d), rank) for d in dims)))
+
+    def transpose(self, x, d0, d1):
+        rank = len(self.shape(x))
+        perm = list(range(rank))
+        a, b = _dim(int(d0), rank), _dim(int(d1), rank)
+        perm[a], perm[b] = perm[b], perm[a]
+        return self.permute(x, perm)
+
+    def t(self, x):
+        return self.transpose(x, 0, 1) if len(self.shape(x)) == 2 else x
+
+    def cat(self, tensors, dim=0):
+        ins = list(tensors)
+        if len(ins) > 8:
+            raise self.fail(f"cat of {len(ins)} tensors; at most 8 are supported")
+        rank = len(self.shape(ins[0]))
+        ins = [t if _is_activation(t) else _const(t) for t in ins]
+        return self.emit("cat", ins, dict(dim=_dim(int(dim), rank)))
+
+    def identity(self, x, *rest, **kw):
+        return x
+
+    def rules(self) -> dict[Any, Callable[..., Any]]:
+        a = torch.ops.aten
+        return {
+            a.conv2d.default: self.conv2d,
+            a.conv2d.padding: self.conv2d,
+            a.linear.default: self.linear,
+            a.batch_norm.default: self.batch_norm,
+            a.relu.default: lambda x: self.clamp(x, 0.0, None),
+            a.relu6.default: lambda x: self.clamp(x, 0.0, 6.0),
+            a.hardtanh.default: lambda x, lo=-1.0, hi=1.0: self.clamp(x, lo, hi),
+            a.clamp.default: self.clamp,
+            a.sigmoid.default: self.unary("sigmoid"),
+            a.tanh.default: self.unary("tanh"),
+            a.add.Tensor: self.binary("add"),
+            a.add.Scalar: self.binary("add"),
+            a.mul.Tensor: self.binary("mul"),
+            a.mul.Scalar: self.binary("mul"),
+            a.sub.Tensor: self.sub,
+            a.max_pool2d.default: self.max_pool2d,
+            a.avg_pool2d.default: self.avg_pool2d,
+            a.adaptive_avg_pool2d.default: self.adaptive_avg_pool2d,
+            a.mean.dim: self.mean,
+            a.mean.default: lambda x, dtype=None: self.mean(x),
+            a.softmax.int: self.softmax,
+            a._softmax.default: self.softmax,
+            a.flatten.using_ints: self.reshape,
+            a.view.default: self.reshape,
+            a.reshape.default: self.reshape,
+            a._unsafe_view.default: self.reshape,
+            a.squeeze.dim: self.reshape,
+            a.squeeze.dims: self.reshape,
+            a.squeeze.default: self.reshape,
+            a.unsqueeze.default: self.reshape,
+            a.permute.default: self.permute,
+            a.transpose.int: self.transpose,
+            a.t.default: self.t,
+            a.cat.default: self.cat,
+            a.dropout.default: self.identity,
+            a.contiguous.default: self.identity,
+            a.clone.default: self.identity,
+            a.detach.default: self.identity,
+            a.alias.default: self.identity,
+            a.lift_fresh_copy.default: self.identity,
+        }
+
+    # -- driver ------------------------------------------------------------------------------
+    def run(self) -> Graph:
+        sig = self.ep.graph_signature
+        constants = {**sig.inputs_to_parameters, **sig.inputs_to_buffers,
+                     **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
+        state = {**self.ep.state_dict, **self.ep.constants}
+        rules = self.rules()
+        for n in self.ep.graph.nodes:
+            self.node = n
+            if n.op == "placeholder":
+                if n.name in constants:
+                    self.env[n] = _const(state[constants[n.name]])
+                else:
+                    val = n.meta["val"]
+                    if val.dtype != torch.float32:
+                        raise self.fail(f"input {n.name} is {val.dtype}; float32 inputs are supported")
+                    vid = self.g.new_value(tuple(val.shape))
+                    self.g.inputs.append(vid)
+                    self.g.input_names.append(n.name)
+                    self.env[n] = vid
+            elif n.op == "call_function":
+                args = torch.fx.node.map_arg(n.args, lambda a: self.env[a])
+                kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: self.env[a])
+                if n.target is operator.getitem:
+                    self.env[n] = args[0][args[1]]
+                    continue
+                if str(n.target).startswith("aten._assert") or n.target is torch.ops.aten._assert_tensor_metadata.default:
+                    continue
+                if self._all_constant(args, kwargs):
+                    self.env[n] = self._fold(n, args, kwargs)
+                    continue
+                rule = rules.get(n.target)
+                if rule is None:
+                    raise self.fail("unsupported operator: no torchmcu backend lowers it")
+                self.env[n] = rule(*args, **kwargs)
+            elif n.op == "output":
+                outs = n.args[0]
+                self.g.outputs = [self.env[o] for o in outs]
+        return self.g
+
+    @staticmethod
+    def _all_constant(args: Any, kwargs: Any) -> bool:
+        flat = list(args) + list(kwargs.values())
+        flat = [y for x in flat for y in (x if isinstance(x, (list, tuple)) else [x])]
+        return not any(_is_activation(x) for x in flat)
+
+    def _fold(self, n: torch.fx.Node, args: Any, kwargs: Any) -> np.ndarray:
+        """Evaluate an op whose operands are all constants, at compile time."""
+        def to_torch(x: Any) -> Any:
+            if isinstance(x, np.ndarray):
+                return torch.from_numpy(x)
+            if isinstance(x, (list, tuple)):
+                return type(x)(to_torch(y) for y in x)
+            return x
+        result = n.target(*to_torch(args), **{k: to_torch(v) for k, v in kwargs.items()})
+        return _const(result)
+
+
+def _is_activation(x: Any) -> bool:
+    # Scalars in ATen args are ints too: activation ids are wrapped in _Act.
+    return isinstance(x, _Act)
+
+
+class _Act(int):
+    """An activation id: an int that the converter can tell from a scalar argument."""
+
+
+def to_graph(ep: torch.export.ExportedProgram) -> Graph:
+    conv = _Converter(ep)
+    original_new_value = conv.g.new_value
+
+    def new_value(shape: tuple[int, ...]) -> int:
+        return _Act(original_new_value(shape))
+
+    conv.g.new_value = new_value  # type: ignore[method-assign]
+    graph = conv.run()
+    return graph
+
+
+# ---------------------------------------------------------------------------------------------
+# Passes on the logical graph (order matters: folding batch norm into a conv
+# must come before fusing the activation that follows the batch norm).
+
+
+def fold_batch_norm(g: Graph) -> None:
+    """conv -> batch_norm becomes one conv with scaled weights; a batch norm
+    after anything else becomes a per-channel multiply-add."""
+    new_nodes: list[Node] = []
+    producer = {n.out: n for n in g.nodes}
+    for n in g.nodes:
+        if n.op != "batch_norm":
+            new_nodes.append(n)
+            continue
+        x, weight, bias, mean, var = n.inputs
+        scale = (weight / np.sqrt(var + n.attrs["eps"])).astype(np.float32)
+        shift = (bias - mean * scale).astype(np.float32)
+        p = producer.get(x)  # type: ignore[arg-type]
+        if p is not None and p.op == "conv2d" and len(g.users(p.out)) == 1 and not g.is_output(p.out):
+            w, b = p.inputs[1], p.inputs[2]
+            p.inputs[1] = (w * scale.reshape(-1, 1, 1, 1)).astype(np.float32)
+            p.inputs[2] = ((b if b is not None else 0) * scale + shift).astype(np.float32)
+            _replace_uses(g, n.out, p.out)
+            continue
+        rank = len(g.shapes[x])  # type: ignore[index]
+        bshape = (1, -1) + (1,) * (rank - 2)
+        mid = g.new_value(g.shapes[x])  # type: ignore[index]
+        new_nodes.append(Node("mul", [x, scale.reshape(bshape)], dict(act=(-INF, INF)), mid, n.name, n.source))
+        new_nodes.append(Node("add", [mid, shift.reshape(bshape)], dict(act=(-INF, INF)), n.out, n.name, n.source))
+    g.nodes = new_nodes
+
+
+def fuse_activations(g: Graph) -> None:
+    """A clamp (ReLU, ReLU6, hardtanh) whose input has no other use folds into
+    its producer's output range."""
+    fusable = {"conv2d", "linear", "add", "mul", "max_pool2d", "avg_pool2d"}
+    producer = {n.out: n for n in g.nodes}
+    keep: list[Node] = []
+    for n in g.nodes:
+        p = producer.get(n.inputs[0]) if n.op == "clamp" and isinstance(n.inputs[0], int) else None
+        if p is not None and p.op in fusable and len(g.users(p.out)) == 1 and not g.is_output(p.out):
+            lo, hi = p.attrs["act"]
+            clo, chi = n.attrs["range"]
+            p.attrs["act"] = (max(lo, clo), min(hi, chi))
+            _replace_uses(g, n.out, p.out)
+            g.shapes[p.out] = g.shapes[n.out]
+            continue
+        keep.append(n)
+    g.nodes = keep
+
+
+def _replace_uses(g: Graph, old: int, new: int) -> None:
+    for n in g.nodes:
+        n.inputs = [new if isinstance(i, int) and i == old else i for i in n.inputs]
+    g.outputs = [new if isinstance(o, int) and o == old else o for o in g.outputs]
+
+
+PASSES: list[Callable[[Graph], None]] = [
+    fold_batch_norm,   # first: exposes conv -> relu pairs to fusion
+    fuse_activations,
+]
+
+
+def lower(ep: torch.export.ExportedProgram) -> Graph:
+    g = to_graph(ep)
+    for p in PASSES:
+        p(g)
+    return g

@@ -1,0 +1,31 @@
+// The portable kernels, one object per op code. The symbol of op code
+// NAME_PARTS is kNameParts (LINEAR_F32 -> kLinearF32): the generated kernel
+// table relies on this rule.
+#ifndef TORCHMCU_KERNELS_PORTABLE_KERNELS_H_
+#define TORCHMCU_KERNELS_PORTABLE_KERNELS_H_
+
+#include "core/kernel.h"
+
+namespace torchmcu {
+namespace portable {
+
+extern const Kernel kLinearF32;
+extern const Kernel kConv2dF32;
+extern const Kernel kDepthwiseConv2dF32;
+extern const Kernel kClampF32;
+extern const Kernel kSigmoidF32;
+extern const Kernel kTanhF32;
+extern const Kernel kAddF32;
+extern const Kernel kMulF32;
+extern const Kernel kMaxPool2dF32;
+extern const Kernel kAvgPool2dF32;
+extern const Kernel kMeanF32;
+extern const Kernel kSoftmaxF32;
+extern const Kernel kPermute;
+extern const Kernel kConcat;
+extern const Kernel kCopy;
+
+}  // namespace portable
+}  // namespace torchmcu
+
+#endif  // TORCHMCU_KERNELS_PORTABLE_KERNELS_H_

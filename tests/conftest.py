@@ -1,0 +1,47 @@
+"""Shared fixtures: compiling a module and running it on the host runner
+(sanitizers on) or in QEMU, and the reference it must match."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from torchmcu import runner
+from torchmcu.build import build_host_runner
+from torchmcu.compiler import compile
+
+REPO = Path(__file__).resolve().parents[1]
+
+needs_qemu = pytest.mark.skipif(shutil.which("qemu-system-arm") is None,
+                                reason="qemu-system-arm not installed (make setup installs it)")
+needs_arm_gcc = pytest.mark.skipif(shutil.which("arm-none-eabi-g++") is None,
+                                   reason="arm-none-eabi-g++ not installed (make setup installs it)")
+
+
+@pytest.fixture(scope="session")
+def host_runner() -> Path:
+    return build_host_runner(sanitize=True)
+
+
+def run_on_host(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], out_dir: Path,
+                board: str = "mps3-an547") -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Compile `model`, run `inputs` (one sample) on the host runner; returns
+    (firmware outputs, PyTorch outputs), each without the sample axis."""
+    compile(model, inputs, board, out_dir)
+    arrays = [x.numpy() for x in inputs]
+    res = runner.run(out_dir, arrays, sim="host")
+    assert res.exit_code == 0, res.raw
+    with torch.no_grad():
+        ref = model.eval()(*inputs)
+    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    return [o[0] for o in res.outputs], [r.numpy() for r in refs]
+
+
+def assert_close(got: list[np.ndarray], expected: list[np.ndarray]) -> None:
+    mismatch, worst = runner.compare([g[None] for g in got], [e[None] for e in expected],
+                                     {"rtol": 1e-5, "atol_scale": 1e-5})
+    assert mismatch is None, f"{mismatch} (max abs error {worst})"
