@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+from .errors import TorchMCUError
+
 __all__ = [
     "BOARDS_DIR",
     "FIRMWARE_BOARDS_DIR",
@@ -55,7 +57,7 @@ HEAP_FUNCTIONS = (
 )
 
 
-class BoardError(ValueError):
+class BoardError(TorchMCUError, ValueError):
     """A board name, description file or layout request is invalid."""
 
 

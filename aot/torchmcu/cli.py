@@ -70,7 +70,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     inputs = _load_inputs(args.input, args.dir)
     meta = runner.load_meta(args.dir)
-    res = runner.run(args.dir, inputs, sim=args.sim, profile=args.profile, timeout_s=args.timeout)
+    # The first sample also runs once op by op, so every result carries a profile.
+    res = runner.run(args.dir, inputs, sim=args.sim, profile=True, timeout_s=args.timeout)
     report = json.loads((Path(args.dir) / "report.json").read_text())
     ops = []
     for i, op in enumerate(report["ops"]):
@@ -79,9 +80,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             entry["instructions"] = res.instructions(res.op_ticks[i])
         ops.append(entry)
     per_inference = [res.instructions(t) for t in res.sample_ticks]
+    # Inputs shaped like the example inputs are one sample: outputs then come
+    # back shaped as PyTorch gives them, without the sample axis.
+    single = [list(x.shape) for x in inputs] == [m["shape"] for m in meta["inputs"]]
+    outputs = [o[0] if single and len(o) else o for o in res.outputs]
     result: dict[str, Any] = {
         "exit_code": res.exit_code,
-        "outputs": [o.tolist() for o in res.outputs],
+        "outputs": [o.tolist() for o in outputs],
         "instructions": per_inference[0] if per_inference else None,
         "instructions_per_sample": per_inference,
         "load_instructions": res.instructions(res.load_ticks),
@@ -103,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        for k, o in enumerate(res.outputs):
+        for k, o in enumerate(outputs):
             print(f"output {k}: shape {list(o.shape)}\n{o}")
         if result["instructions"] is not None:
             print(f"instructions per inference: {result['instructions']:,} (QEMU -icount, not cycles); "
@@ -160,7 +165,7 @@ def make_parser() -> argparse.ArgumentParser:
                         "Default: the example inputs")
     r.add_argument("--check", action="store_true", help="compare with the reference; exit 1 on a mismatch")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
-    r.add_argument("--profile", action="store_true", help="instructions per op")
+    r.add_argument("--profile", action="store_true", help="print instructions per op, costliest first")
     r.add_argument("--timeout", type=float, default=300.0, help="seconds before the simulator is stopped")
     r.set_defaults(fn=cmd_run)
 
