@@ -56,7 +56,8 @@ def user_frame(node: torch.fx.Node) -> str | None:
 
 def capture(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> torch.export.ExportedProgram:
     """torch.export with static shapes, the model in eval mode."""
-    model = model.eval()
+    if not isinstance(model, torch.fx.GraphModule):  # a quantized model is exported already, in eval
+        model = model.eval()
     for i, x in enumerate(example_inputs):
         if not isinstance(x, torch.Tensor):
             raise TorchMCUError(f"example input {i} is a {type(x).__name__}, expected a torch.Tensor")

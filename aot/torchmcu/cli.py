@@ -32,8 +32,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     _progress(f"loading {args.model}")
     model, example = load_entry(args.model)
-    _progress(f"compiling for {args.board}")
-    c = compile(model, example, args.board, args.output)
+    calibration = None
+    if args.calibration:
+        calibration = dict(np.load(args.calibration))
+    _progress(f"compiling for {args.board} ({args.quant})")
+    c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ (model.pte, model_pte.c/.h, model_arenas.c/.h, kernel_table.cc, "
@@ -98,10 +101,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if status != 0:
         print(f"torchmcu: firmware exited with status {status}\n{res.raw[-2000:]}", file=sys.stderr)
     if args.check and status == 0:
-        expected = runner.reference(args.dir, runner.split_samples(meta, inputs))
-        mismatch, worst = runner.compare(res.outputs, expected, meta["float_tolerance"])
+        samples = runner.split_samples(meta, inputs)
+        expected, tol = runner.expected(args.dir, samples)
+        mismatch, worst = runner.compare(res.outputs, expected, tol)
         result["check"] = {"passed": mismatch is None, "max_abs_error": worst,
-                           "tolerance": meta["float_tolerance"], "first_mismatch": str(mismatch) if mismatch else None}
+                           "reference": "torchmcu (bit for bit)" if tol is None else "PyTorch",
+                           "tolerance": tol, "first_mismatch": str(mismatch) if mismatch else None}
+        if tol is None:
+            result["check"]["max_lsb_vs_pytorch_qdq"] = runner.lsb_error(args.dir, res.outputs, samples)
         if mismatch is not None:
             print(f"torchmcu: check failed: {mismatch}", file=sys.stderr)
             status = 1
@@ -119,8 +126,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"{i:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op.get('instructions') or 0:>12,}")
         if "check" in result:
             c = result["check"]
-            print("check: " + ("passed" if c["passed"] else f"FAILED: {c['first_mismatch']}")
+            print(f"check against {c['reference']}: " + ("passed" if c["passed"] else f"FAILED: {c['first_mismatch']}")
                   + f" (max abs error {c['max_abs_error']:.3g})")
+            if "max_lsb_vs_pytorch_qdq" in c:
+                print(f"difference from PyTorch's q/dq model: {c['max_lsb_vs_pytorch_qdq']} LSB")
     return status
 
 
@@ -148,6 +157,10 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("model", help="path.py:function returning (nn.Module, example_inputs)")
     c.add_argument("--board", required=True, help="board name (see `torchmcu boards`) or a .toml path")
     c.add_argument("-o", "--output", required=True, help="output directory")
+    c.add_argument("--quant", default="float32", choices=["float32", "int8"],
+                   help="int8: CMSIS-NN/TFLite Micro scheme, post-training quantization (default float32)")
+    c.add_argument("--calibration", help=".npz with one array per model input, samples along axis 0 "
+                                         "(a single-input model takes any one key); default: the example inputs")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")

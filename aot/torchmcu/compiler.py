@@ -55,19 +55,39 @@ def _tensor_meta(t: Any, name: str) -> dict[str, Any]:
     return {"name": name, "shape": list(t.shape), "dtype": "float32"}
 
 
+QUANT_SCHEMES = ("float32", "int8")
+# Ops that carry data between dtypes or move bytes: not a float fallback.
+_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "QUANTIZE_S8", "DEQUANTIZE_S8"}
+
+
 def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str | Board,
-            out_dir: str | Path) -> Compiled:
-    """Compile `model` for `board` into `out_dir` (created)."""
+            out_dir: str | Path, quant: str = "float32", calibration: Any = None,
+            progress: bool = True) -> Compiled:
+    """Compile `model` for `board` into `out_dir` (created).
+
+    quant: "float32", or "int8" (post-training quantization calibrated on
+    `calibration`: an iterable of samples or a mapping of arrays with samples
+    along axis 0; the example inputs when None). Inputs and outputs stay
+    float32; the program quantizes and dequantizes at its edges.
+    """
     board = board if isinstance(board, Board) else load_board(board)
+    if quant not in QUANT_SCHEMES:
+        raise CompileError(f"unknown quantization scheme {quant!r}; choose one of {', '.join(QUANT_SCHEMES)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
 
+    if quant == "int8":
+        from .quantize import quantize
+
+        model = quantize(model, example_inputs, calibration, progress=progress)
     ep = capture(model, example_inputs)
     graph = lower(ep)
     pg = to_program_graph(graph)
+    if quant == "int8":
+        _warn_fallbacks(pg)
     mem = plan(pg)
     arena = serialize.ArenaSpec(choose_arena_memory(board, mem.arena_bytes), mem.arena_bytes)
     prog, segment = serialize.program_dict(pg, mem, arena)
@@ -94,6 +114,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         "inputs": [_tensor_meta(x, pg.tensors[t].name) for x, t in zip(example_inputs, pg.inputs)],
         "outputs": [_tensor_meta(r, f"output_{k}") for k, r in enumerate(refs)],
         "float_tolerance": FLOAT_TOLERANCE,
+        "quant": quant,
     }
     (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
     np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
@@ -111,6 +132,17 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
 FLOAT_TOLERANCE = {"rtol": 1e-5, "atol_scale": 1e-5}
 
 
+def _warn_fallbacks(pg: PGraph) -> None:
+    import warnings
+
+    for op in pg.ops:
+        if op.code not in _NOT_FALLBACK and not op.code.endswith("_S8"):
+            where = f" at {op.source}" if op.source else ""
+            warnings.warn(f"torchmcu: {op.kind} ({op.name}) has no int8 kernel here; it runs in float32{where}",
+                          stacklevel=3)
+            op.backend = "portable (float fallback)"
+
+
 def memory_plan(pg: PGraph, mem: Plan, arena: serialize.ArenaSpec) -> dict[str, Any]:
     buffers = []
     for b, (first, last) in sorted(mem.lifetimes.items()):
@@ -119,6 +151,10 @@ def memory_plan(pg: PGraph, mem: Plan, arena: serialize.ArenaSpec) -> dict[str, 
                         "first_op": first, "last_op": last})
     return {"arena": arena.name, "arena_bytes": mem.arena_bytes, "lower_bound_bytes": mem.lower_bound_bytes,
             "buffers": buffers}
+
+
+def meta_quant(pg: PGraph) -> str:
+    return "int8" if any(op.code.endswith("_S8") for op in pg.ops) else "float32"
 
 
 def make_report(board: Board, pg: PGraph, mem: Plan, arena: serialize.ArenaSpec, pte: bytes,
@@ -131,6 +167,7 @@ def make_report(board: Board, pg: PGraph, mem: Plan, arena: serialize.ArenaSpec,
     ratio = mem.arena_bytes / mem.lower_bound_bytes if mem.lower_bound_bytes else 1.0
     return {
         "board": board.name,
+        "quant": meta_quant(pg),
         "ops": ops,
         "coverage": coverage,
         "macs": sum(op.macs for op in pg.ops),

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 
 from .errors import CompileError
-from .lower import Graph, Node
+from .lower import Graph, Node, QConst
+
+NP_DTYPES = {"F32": np.float32, "I8": np.int8, "I32": np.int32}
 
 NHWC = (0, 2, 3, 1)
 
@@ -30,6 +32,8 @@ class PTensor:
     dtype: str = "F32"
     buffer: int | None = None  # activation storage; tensors sharing it alias
     const: np.ndarray | None = None  # constants, already in physical layout
+    scale: float = 0.0  # int8: real = scale * (q - zero_point)
+    zero_point: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -68,6 +72,26 @@ def _same_bytes(shape: tuple[int, ...], p: tuple[int, ...], q: tuple[int, ...]) 
     return [d for d in p if shape[d] != 1] == [d for d in q if shape[d] != 1]
 
 
+def _round_away(x: float) -> int:
+    return int(np.sign(x) * np.floor(abs(x) + 0.5))
+
+
+def _act_q(act: tuple[float, float], scale: float, zero_point: int) -> tuple[int, int]:
+    """A float activation range as int8 bounds, as TFLite's
+    CalculateActivationRangeQuantized (zero_point + round(x / scale))."""
+    lo = -128 if act[0] == -np.inf else max(-128, zero_point + _round_away(act[0] / scale))
+    hi = 127 if act[1] == np.inf else min(127, zero_point + _round_away(act[1] / scale))
+    return lo, hi
+
+
+def _bias_q(b: np.ndarray | None, s_in: float, s_w: np.ndarray, cout: int) -> np.ndarray:
+    """Float bias at scale s_in * s_w[c], as int32 (zero when absent)."""
+    if b is None:
+        return np.zeros(cout, np.int64)
+    q = np.round(b.astype(np.float64) / (s_in * s_w.astype(np.float64)))
+    return np.clip(q, -(2 ** 31), 2 ** 31 - 1).astype(np.int64)
+
+
 def _act_params(act: tuple[float, float]) -> dict[str, float]:
     return {"act_min": float(act[0]), "act_max": float(act[1])}
 
@@ -80,8 +104,12 @@ class _Layout:
         self.cache: dict[tuple[int, tuple[int, ...]], int] = {}
 
     # -- tensors -----------------------------------------------------------------------------
-    def activation(self, name: str, dims: tuple[int, ...]) -> int:
+    def activation(self, name: str, dims: tuple[int, ...], like: int | None = None) -> int:
+        """A new buffer; `like` (a logical value) gives its dtype and quantization."""
         t = PTensor(name, tuple(int(d) for d in dims), buffer=len(self.p.buffers))
+        if like is not None and like in self.g.qparams:
+            t.dtype = "I8"
+            t.scale, t.zero_point = self.g.qparams[like]
         self.p.buffers.append(t.nbytes)
         self.p.tensors.append(t)
         return len(self.p.tensors) - 1
@@ -91,12 +119,13 @@ class _Layout:
         if tuple(dims) == src.dims:
             return tid
         const = None if src.const is None else src.const.reshape(dims)
-        self.p.tensors.append(PTensor(name or src.name, tuple(dims), src.dtype, src.buffer, const))
+        self.p.tensors.append(PTensor(name or src.name, tuple(dims), src.dtype, src.buffer, const,
+                                      src.scale, src.zero_point))
         return len(self.p.tensors) - 1
 
-    def constant(self, name: str, data: np.ndarray) -> int:
-        data = np.ascontiguousarray(data, dtype=np.float32)
-        self.p.tensors.append(PTensor(name, tuple(data.shape) or (1,), const=data.reshape(data.shape or (1,))))
+    def constant(self, name: str, data: np.ndarray, dtype: str = "F32") -> int:
+        data = np.ascontiguousarray(data, dtype=NP_DTYPES[dtype])
+        self.p.tensors.append(PTensor(name, tuple(data.shape) or (1,), dtype, const=data.reshape(data.shape or (1,))))
         return len(self.p.tensors) - 1
 
     def get(self, v: int, want: tuple[int, ...], node: Node) -> int:
@@ -110,7 +139,7 @@ class _Layout:
             return self.alias(tid, dims)
         key = (v, want)
         if key not in self.cache:
-            out = self.activation(f"{node.name}_in_{v}", dims)
+            out = self.activation(f"{node.name}_in_{v}", dims, like=v)
             phys = [perm.index(d) for d in want]
             self.emit("PERMUTE", [tid], [out], ("PermuteParams", {"perm": phys}), node, "permute")
             self.cache[key] = out
@@ -133,6 +162,7 @@ class _Layout:
     # -- ops ---------------------------------------------------------------------------------
     def conv2d(self, n: Node) -> None:
         x, w, b = n.inputs
+        w = w.dequantized() if isinstance(w, QConst) else w  # a float fallback of a quantized model
         out_shape = self.g.shapes[n.out]
         xin = self.get(x, NHWC, n)  # type: ignore[arg-type]
         out = self.activation(n.name, tuple(out_shape[d] for d in NHWC))
@@ -160,6 +190,7 @@ class _Layout:
 
     def linear(self, n: Node) -> None:
         x, w, b = n.inputs
+        w = w.dequantized() if isinstance(w, QConst) else w
         shape = self.g.shapes[n.out]
         xin = self.get(x, _identity(len(self.g.shapes[x])), n)  # type: ignore[arg-type]
         out = self.activation(n.name, shape)
@@ -261,8 +292,156 @@ class _Layout:
         perm = self.val[first][1]
         ins = [self.get(i, perm, n) if isinstance(i, int) else self.const_operand(i, len(shape), perm, f"{n.name}_c")
                for i in n.inputs]
-        out = self.activation(n.name, tuple(shape[d] for d in perm))
+        out = self.activation(n.name, tuple(shape[d] for d in perm), like=n.out)
         self.emit("CONCAT", ins, [out], ("ConcatParams", {"axis": perm.index(n.attrs["dim"])}), n, "cat")
+        self.val[n.out] = (out, perm)
+
+    # -- int8 ops (see lower.fold_qdq; arithmetic in firmware/kernels/portable/portable_s8.h) --
+    def qconv2d(self, n: Node) -> None:
+        from . import reference
+
+        x, w, b = n.inputs
+        assert isinstance(w, QConst)
+        (s_in, zp_in), = n.attrs["in_q"]
+        s_out, zp_out = n.attrs["out_q"]
+        out_shape = self.g.shapes[n.out]
+        xin = self.get(x, NHWC, n)  # type: ignore[arg-type]
+        out = self.activation(n.name, tuple(out_shape[d] for d in NHWC), like=n.out)
+        cout, _, kh, kw = w.shape
+        s_w = np.broadcast_to(np.asarray(w.scale, np.float64), (cout,))
+        mult, shift = reference.conv_requant(s_in, s_w, s_out)
+        lo, hi = _act_q(n.attrs["act"], s_out, zp_out)
+        a = n.attrs
+        params = {
+            "stride_h": a["stride"][0], "stride_w": a["stride"][1],
+            "pad_top": a["padding"][0], "pad_left": a["padding"][1],
+            "dilation_h": a["dilation"][0], "dilation_w": a["dilation"][1],
+            "input_offset": -zp_in, "output_offset": zp_out, "act_min": lo, "act_max": hi,
+        }
+        cin = self.g.shapes[x][1]  # type: ignore[index]
+        if a["groups"] > 1:
+            code, wt = "DEPTHWISE_CONV2D_S8", np.transpose(w.data, (1, 2, 3, 0))
+            params["multiplier"] = cout // cin
+        else:
+            code, wt = "CONV2D_S8", np.transpose(w.data, (0, 2, 3, 1))
+        bias = _bias_q(b, s_in, s_w, cout)
+        ins = [xin, self.constant(f"{n.name}_weight", wt, "I8"), self.constant(f"{n.name}_bias", bias, "I32"),
+               self.constant(f"{n.name}_multiplier", mult, "I32"), self.constant(f"{n.name}_shift", shift, "I32")]
+        macs = int(np.prod(out_shape)) * int(w.shape[1]) * kh * kw
+        self.emit(code, ins, [out], ("QuantConv2dParams", params), n, "conv2d", macs)
+        self.val[n.out] = (out, NHWC)
+
+    def qlinear(self, n: Node) -> None:
+        from . import reference
+
+        x, w, b = n.inputs
+        assert isinstance(w, QConst)
+        (s_in, zp_in), = n.attrs["in_q"]
+        s_out, zp_out = n.attrs["out_q"]
+        shape = self.g.shapes[n.out]
+        xin = self.get(x, _identity(len(self.g.shapes[x])), n)  # type: ignore[arg-type]
+        out = self.activation(n.name, shape, like=n.out)
+        cout = w.shape[0]
+        s_w = np.broadcast_to(np.asarray(w.scale, np.float64), (cout,))
+        mult, shift = reference.conv_requant(s_in, s_w, s_out)
+        # The kernel sums: input_offset * sum(w) folded into the bias ahead of time.
+        bias = _bias_q(b, s_in, s_w, cout) + np.int64(-zp_in) * w.data.astype(np.int64).sum(1)
+        lo, hi = _act_q(n.attrs["act"], s_out, zp_out)
+        ins = [xin, self.constant(f"{n.name}_weight", w.data, "I8"), self.constant(f"{n.name}_bias", bias, "I32"),
+               self.constant(f"{n.name}_multiplier", mult, "I32"), self.constant(f"{n.name}_shift", shift, "I32")]
+        params = {"input_offset": -zp_in, "output_offset": zp_out, "act_min": lo, "act_max": hi}
+        self.emit("LINEAR_S8", ins, [out], ("QuantLinearParams", params), n, "linear",
+                  int(np.prod(shape)) * int(w.shape[1]))
+        self.val[n.out] = (out, _identity(len(shape)))
+
+    def qbinary(self, n: Node) -> None:
+        from . import reference
+
+        a, b = n.inputs
+        shape = self.g.shapes[n.out]
+        rank = len(shape)
+        if len(self.g.shapes[a]) != rank or len(self.g.shapes[b]) != rank:  # type: ignore[index]
+            raise self.fail(n, "broadcasting an activation of lower rank is not supported")
+        ain, perm = self.val[a]  # type: ignore[index]
+        bin_ = self.get(b, perm, n)  # type: ignore[arg-type]
+        (s1, z1), (s2, z2) = n.attrs["in_q"]
+        s_out, zp_out = n.attrs["out_q"]
+        lo, hi = _act_q(n.attrs["act"], s_out, zp_out)
+        if n.op == "qadd":
+            code, table = "ADD_S8", "QuantAddParams"
+            params = reference.add_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
+        else:
+            code, table = "MUL_S8", "QuantMulParams"
+            params = reference.mul_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
+        out = self.activation(n.name, tuple(shape[d] for d in perm), like=n.out)
+        self.emit(code, [ain, bin_], [out], (table, {k: int(v) for k, v in params.items()}), n, n.op[1:])
+        self.val[n.out] = (out, perm)
+
+    def qpool(self, n: Node) -> None:
+        x = n.inputs[0]
+        a = n.attrs
+        s_out, zp_out = a["out_q"]
+        shape = self.g.shapes[n.out]
+        xin = self.get(x, NHWC, n)  # type: ignore[arg-type]
+        out = self.activation(n.name, tuple(shape[d] for d in NHWC), like=n.out)
+        lo, hi = _act_q(a.get("act", (-INF, INF)), s_out, zp_out)
+        if n.op == "qmean":  # a global average pool: the window is the whole plane
+            _, _, h, w = self.g.shapes[x]  # type: ignore[index]
+            params = {"kernel_h": h, "kernel_w": w, "stride_h": 1, "stride_w": 1, "pad_top": 0, "pad_left": 0}
+            out = self.activation(n.name, (shape[0], 1, 1, self.g.shapes[x][1]), like=n.out)  # type: ignore[index]
+            code = "AVG_POOL2D_S8"
+        else:
+            params = {"kernel_h": a["kernel"][0], "kernel_w": a["kernel"][1], "stride_h": a["stride"][0],
+                      "stride_w": a["stride"][1], "pad_top": a["padding"][0], "pad_left": a["padding"][1]}
+            code = "MAX_POOL2D_S8" if n.op == "qmax_pool2d" else "AVG_POOL2D_S8"
+        params.update(act_min=lo, act_max=hi)
+        self.emit(code, [xin], [out], ("QuantPool2dParams", params), n, n.op[1:])
+        if n.op == "qmean" and len(shape) == 2:  # keepdim=False: [n, 1, 1, c] holds [n, c]'s bytes
+            self.val[n.out] = (self.alias(out, shape), (0, 1))
+        else:
+            self.val[n.out] = (out, NHWC)
+
+    def qsoftmax(self, n: Node) -> None:
+        from . import reference
+
+        x = n.inputs[0]
+        rank = len(self.g.shapes[x])  # type: ignore[index]
+        tid = self.get(x, _identity(rank), n)  # type: ignore[arg-type]
+        (s_in, _), = n.attrs["in_q"]
+        out = self.activation(n.name, self.p.tensors[tid].dims, like=n.out)
+        params = {k: int(v) for k, v in reference.softmax_params(s_in).items()}
+        self.emit("SOFTMAX_S8", [tid], [out], ("QuantSoftmaxParams", params), n, "softmax")
+        self.val[n.out] = (out, _identity(rank))
+
+    def qunary(self, n: Node) -> None:
+        from . import reference
+
+        x = n.inputs[0]
+        tid, perm = self.val[x]  # type: ignore[index]
+        out = self.activation(n.name, self.p.tensors[tid].dims, like=n.out)
+        (s_in, zp_in), = n.attrs["in_q"]
+        s_out, zp_out = n.attrs["out_q"]
+        if n.op == "qclamp":
+            lo, hi = _act_q(n.attrs["range"], s_out, zp_out)
+            self.emit("CLAMP_S8", [tid], [out], ("QuantClampParams", {"min": lo, "max": hi}), n, "clamp")
+        else:
+            fn = {"qsigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)), "qtanh": np.tanh}[n.op]
+            table = reference.lut_table(fn, s_in, zp_in, s_out, zp_out)
+            self.emit("LUT_S8", [tid, self.constant(f"{n.name}_table", table, "I8")], [out], None, n, n.op[1:])
+        self.val[n.out] = (out, perm)
+
+    def quantize(self, n: Node) -> None:
+        x = n.inputs[0]
+        tid, perm = self.val[x]  # type: ignore[index]
+        out = self.activation(n.name, self.p.tensors[tid].dims, like=n.out)
+        self.emit("QUANTIZE_S8", [tid], [out], None, n, "quantize")
+        self.val[n.out] = (out, perm)
+
+    def dequantize(self, n: Node) -> None:
+        x = n.inputs[0]
+        tid, perm = self.val[x]  # type: ignore[index]
+        out = self.activation(n.name, self.p.tensors[tid].dims)
+        self.emit("DEQUANTIZE_S8", [tid], [out], None, n, "dequantize")
         self.val[n.out] = (out, perm)
 
     # -- driver ------------------------------------------------------------------------------
@@ -278,6 +457,11 @@ class _Layout:
             "tanh": self.unary, "add": self.binary, "mul": self.binary, "max_pool2d": self.pool,
             "avg_pool2d": self.pool, "mean": self.mean, "softmax": self.softmax, "reshape": self.reshape,
             "permute": self.permute, "cat": self.cat,
+            "qconv2d": self.qconv2d, "qlinear": self.qlinear, "qadd": self.qbinary, "qmul": self.qbinary,
+            "qmax_pool2d": self.qpool, "qavg_pool2d": self.qpool, "qmean": self.qpool, "qsoftmax": self.qsoftmax,
+            "qclamp": self.qunary, "qsigmoid": self.qunary, "qtanh": self.qunary,
+            "qreshape": self.reshape, "qpermute": self.permute, "qcat": self.cat,
+            "quantize": self.quantize, "dequantize": self.dequantize,
         }
         for n in g.nodes:
             handlers[n.op](n)
@@ -292,7 +476,7 @@ class _Layout:
                 tid = self.get(o, _identity(len(self.g.shapes[o])), node)
                 t = self.p.tensors[tid]
                 if t.buffer in taken:  # an output that is an input, or another output
-                    out = self.activation(f"output_{k}", t.dims)
+                    out = self.activation(f"output_{k}", t.dims, like=o)
                     self.emit("COPY", [tid], [out], None, node, "copy")
                     tid = out
             else:

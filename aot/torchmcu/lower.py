@@ -20,9 +20,41 @@ import torch
 from .capture import user_frame
 from .errors import CompileError
 
-Operand = Union[int, np.ndarray]  # activation id, or a constant
+@dataclass
+class QConst:
+    """A quantized constant (weights after PT2E's convert): integer data with
+    per-tensor or per-channel (along `axis`) scale and zero point."""
+
+    data: np.ndarray
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int | None
+
+    def dequantized(self) -> np.ndarray:
+        shape = [1] * self.data.ndim
+        if self.axis is not None:
+            shape[self.axis] = -1
+        s = self.scale.reshape(shape) if self.axis is not None else self.scale
+        z = self.zero_point.reshape(shape) if self.axis is not None else self.zero_point
+        return ((self.data.astype(np.float32) - z) * s).astype(np.float32)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+
+Operand = Union[int, np.ndarray, QConst]  # activation id, or a constant
 
 INF = math.inf
+
+
+def _quantized_decomposed() -> Any:
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  registers the q/dq ops PT2E emits
+
+    return torch.ops.quantized_decomposed
+
+
+QD = _quantized_decomposed()
 
 
 @dataclass
@@ -43,6 +75,7 @@ class Graph:
     inputs: list[int] = field(default_factory=list)
     outputs: list[Operand] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)
+    qparams: dict[int, tuple[float, int]] = field(default_factory=dict)  # int8 values: (scale, zero point)
 
     def new_value(self, shape: tuple[int, ...]) -> int:
         vid = len(self.shapes)
@@ -119,7 +152,7 @@ class _Converter:
         x = self.act(x)
         if len(self.shape(x)) != 4:
             raise self.fail("only batched 2-D convolution (NCHW input) is supported")
-        if not isinstance(w, np.ndarray) or (b is not None and not isinstance(b, np.ndarray)):
+        if not isinstance(w, (np.ndarray, QConst)) or (b is not None and not isinstance(b, np.ndarray)):
             raise self.fail("convolution weights must be constants (parameters)")
         kh, kw = w.shape[2], w.shape[3]
         dh, dw = _pair(dilation)
@@ -137,7 +170,7 @@ class _Converter:
         return self.emit("conv2d", [x, w, b if b is not None else None], attrs)
 
     def linear(self, x, w, b=None):
-        if not isinstance(w, np.ndarray) or (b is not None and not isinstance(b, np.ndarray)):
+        if not isinstance(w, (np.ndarray, QConst)) or (b is not None and not isinstance(b, np.ndarray)):
             raise self.fail("linear weights must be constants (parameters)")
         return self.emit("linear", [self.act(x), w, b], dict(act=(-INF, INF)))
 
@@ -234,6 +267,16 @@ class _Converter:
     def identity(self, x, *rest, **kw):
         return x
 
+    def quantize(self, x, scale, zero_point, qmin, qmax, dtype):
+        if dtype != torch.int8 or (qmin, qmax) != (-128, 127):
+            raise self.fail(f"only int8 activations (-128..127) are supported, not {dtype} {qmin}..{qmax}")
+        out = self.emit("quantize", [self.act(x)], dict(scale=float(scale), zero_point=int(zero_point)))
+        self.g.qparams[out] = (float(scale), int(zero_point))
+        return out
+
+    def dequantize(self, x, scale, zero_point, qmin, qmax, dtype, **kw):
+        return self.emit("dequantize", [self.act(x)], dict(scale=float(scale), zero_point=int(zero_point)))
+
     def rules(self) -> dict[Any, Callable[..., Any]]:
         a = torch.ops.aten
         return {
@@ -277,6 +320,8 @@ class _Converter:
             a.detach.default: self.identity,
             a.alias.default: self.identity,
             a.lift_fresh_copy.default: self.identity,
+            QD.quantize_per_tensor.default: self.quantize,
+            QD.dequantize_per_tensor.default: self.dequantize,
         }
 
     # -- driver ------------------------------------------------------------------------------
@@ -325,8 +370,16 @@ class _Converter:
         flat = [y for x in flat for y in (x if isinstance(x, (list, tuple)) else [x])]
         return not any(_is_activation(x) for x in flat)
 
-    def _fold(self, n: torch.fx.Node, args: Any, kwargs: Any) -> np.ndarray:
-        """Evaluate an op whose operands are all constants, at compile time."""
+    def _fold(self, n: torch.fx.Node, args: Any, kwargs: Any) -> Any:
+        """Evaluate an op whose operands are all constants, at compile time.
+        Dequantizing an integer constant (a quantized weight) keeps it integer."""
+        if n.target in (QD.dequantize_per_channel.default, QD.dequantize_per_tensor.default):
+            data = args[0]
+            if isinstance(data, np.ndarray) and data.dtype.kind == "i":
+                if n.target == QD.dequantize_per_channel.default:
+                    return QConst(data, np.asarray(args[1], np.float64).reshape(-1),
+                                  np.asarray(args[2], np.int64).reshape(-1), int(args[3]))
+                return QConst(data, np.asarray(float(args[1])), np.asarray(int(args[2])), None)
         def to_torch(x: Any) -> Any:
             if isinstance(x, np.ndarray):
                 return torch.from_numpy(x)
@@ -376,7 +429,8 @@ def fold_batch_norm(g: Graph) -> None:
         scale = (weight / np.sqrt(var + n.attrs["eps"])).astype(np.float32)
         shift = (bias - mean * scale).astype(np.float32)
         p = producer.get(x)  # type: ignore[arg-type]
-        if p is not None and p.op == "conv2d" and len(g.users(p.out)) == 1 and not g.is_output(p.out):
+        if (p is not None and p.op == "conv2d" and isinstance(p.inputs[1], np.ndarray)
+                and len(g.users(p.out)) == 1 and not g.is_output(p.out)):
             w, b = p.inputs[1], p.inputs[2]
             p.inputs[1] = (w * scale.reshape(-1, 1, 1, 1)).astype(np.float32)
             p.inputs[2] = ((b if b is not None else 0) * scale + shift).astype(np.float32)
@@ -415,9 +469,107 @@ def _replace_uses(g: Graph, old: int, new: int) -> None:
     g.outputs = [new if isinstance(o, int) and o == old else o for o in g.outputs]
 
 
+# Ops with an int8 kernel when all activation inputs come from dequantize and
+# the one user of the output is a quantize. "shared" ops need the same
+# quantization in and out (the quantizer arranges it); they move int8 bytes.
+QUANTIZED_OPS = {"conv2d", "linear", "add", "mul", "softmax", "sigmoid", "tanh"}
+SHARED_QUANT_OPS = {"max_pool2d", "avg_pool2d", "mean", "clamp", "reshape", "permute", "cat"}
+
+
+def _int8_supported(g: Graph, n: Node, in_q: list[tuple[float, int]], out_q: tuple[float, int]) -> bool:
+    """Whether the int8 kernels implement this instance (else it stays float)."""
+    if n.op in ("conv2d", "linear"):
+        w = n.inputs[1]
+        if not (isinstance(w, QConst) and w.data.dtype == np.int8 and w.axis in (0, None)
+                and not np.any(w.zero_point)):
+            return False
+        if n.op == "conv2d":
+            groups, cin = n.attrs["groups"], g.shapes[n.inputs[0]][1]  # type: ignore[index]
+            return groups == 1 or (groups == cin and w.shape[1] == 1)
+        return True
+    if n.op in ("add", "mul"):
+        return all(isinstance(i, int) for i in n.inputs)
+    if n.op in SHARED_QUANT_OPS:
+        if any(q != out_q for q in in_q):
+            return False
+        if n.op == "avg_pool2d":
+            a = n.attrs
+            no_pad = a["padding"] == (0, 0) or not a["count_include_pad"]
+            return no_pad and not a["divisor_override"] and _no_partial_windows(g, n)
+        if n.op == "mean":
+            return len(g.shapes[n.inputs[0]]) == 4 and tuple(n.attrs["dims"]) == (2, 3)  # type: ignore[index]
+        if n.op == "max_pool2d":
+            return n.attrs["dilation"] == (1, 1) and _no_partial_windows(g, n)
+        return True
+    if n.op == "softmax":
+        return n.attrs["dim"] == len(g.shapes[n.out]) - 1
+    return n.op in ("sigmoid", "tanh")
+
+
+def _no_partial_windows(g: Graph, n: Node) -> bool:
+    """ceil_mode windows that start in the padding divide differently in PyTorch."""
+    _, _, h, w = g.shapes[n.inputs[0]]  # type: ignore[index]
+    _, _, oh, ow = g.shapes[n.out]
+    (kh, kw), (sh, sw), (ph, pw) = n.attrs["kernel"], n.attrs["stride"], n.attrs["padding"]
+    return oh == (h + 2 * ph - kh) // sh + 1 and ow == (w + 2 * pw - kw) // sw + 1
+
+
+def fold_qdq(g: Graph) -> None:
+    """dequantize -> op -> quantize becomes one int8 op ("q" + op) reading and
+    writing int8 values; quantize(dequantize(x)) with equal parameters
+    cancels; what remains of quantize/dequantize converts at the int8 edges."""
+    producer = {n.out: n for n in g.nodes}
+    dead: set[int] = set()
+    for n in g.nodes:
+        if n.op not in QUANTIZED_OPS | SHARED_QUANT_OPS:
+            continue
+        acts = [i for i in n.inputs if isinstance(i, int)]
+        dqs = [producer.get(i) for i in acts]
+        users = g.users(n.out)
+        if not acts or any(d is None or d.op != "dequantize" for d in dqs):
+            continue
+        if len(users) != 1 or users[0].op != "quantize" or g.is_output(n.out):
+            continue
+        q = users[0]
+        in_q = [(d.attrs["scale"], d.attrs["zero_point"]) for d in dqs]  # type: ignore[union-attr]
+        out_q = (q.attrs["scale"], q.attrs["zero_point"])
+        if not _int8_supported(g, n, in_q, out_q):
+            continue
+        mapping = {d.out: d.inputs[0] for d in dqs}  # type: ignore[union-attr]
+        n.inputs = [mapping.get(i, i) if isinstance(i, int) else i for i in n.inputs]
+        n.attrs = dict(n.attrs, in_q=in_q, out_q=out_q)
+        n.op = "q" + n.op
+        _replace_uses(g, q.out, n.out)
+        g.shapes[n.out] = g.shapes[q.out]
+        g.qparams[n.out] = out_q
+        dead.add(q.out)
+    g.nodes = [n for n in g.nodes if n.out not in dead]
+    # quantize(dequantize(x)) at the same parameters is x.
+    producer = {n.out: n for n in g.nodes}
+    for n in list(g.nodes):
+        if n.op == "quantize":
+            p = producer.get(n.inputs[0])  # type: ignore[arg-type]
+            if p is not None and p.op == "dequantize" and (p.attrs["scale"], p.attrs["zero_point"]) == (
+                    n.attrs["scale"], n.attrs["zero_point"]):
+                _replace_uses(g, n.out, p.inputs[0])  # type: ignore[arg-type]
+                g.nodes.remove(n)
+    _drop_dead(g)
+
+
+def _drop_dead(g: Graph) -> None:
+    while True:
+        used = {i for n in g.nodes for i in n.inputs if isinstance(i, int)}
+        used |= {o for o in g.outputs if isinstance(o, int)}
+        keep = [n for n in g.nodes if n.out in used]
+        if len(keep) == len(g.nodes):
+            return
+        g.nodes = keep
+
+
 PASSES: list[Callable[[Graph], None]] = [
     fold_batch_norm,   # first: exposes conv -> relu pairs to fusion
-    fuse_activations,
+    fuse_activations,  # before fold_qdq: a fused clamp becomes the int8 kernel's range
+    fold_qdq,
 ]
 
 

@@ -144,6 +144,7 @@ def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str = "qemu", profil
 def reference(out_dir: str | Path, samples: list[list[np.ndarray]]) -> list[np.ndarray]:
     """PyTorch's outputs for each sample, from the exported program."""
     import torch
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  the q/dq ops of quantized programs
 
     ep = torch.export.load(str(Path(out_dir) / "model.pt2"))
     module = ep.module()
@@ -159,6 +160,37 @@ def reference(out_dir: str | Path, samples: list[list[np.ndarray]]) -> list[np.n
     return [np.stack(o) for o in outs]
 
 
+def expected(out_dir: str | Path, samples: list[list[np.ndarray]]) -> tuple[list[np.ndarray], dict[str, float] | None]:
+    """What the firmware must output, and the tolerance (None: bit for bit).
+
+    Quantized programs: the project's NumPy reference executing the program,
+    bit for bit. Float programs: PyTorch, within the float tolerance."""
+    meta = load_meta(out_dir)
+    if meta.get("quant") == "int8":
+        from .interpret import run_reference
+
+        return run_reference((Path(out_dir) / "model.pte").read_bytes(), samples), None
+    return reference(out_dir, samples), meta["float_tolerance"]
+
+
+def lsb_error(out_dir: str | Path, got: list[np.ndarray], samples: list[list[np.ndarray]]) -> list[float]:
+    """Per output, the largest difference from PyTorch's q/dq reference in
+    units of the output's quantization step (int8 programs)."""
+    from . import schema
+
+    prog = schema.decode((Path(out_dir) / "model.pte").read_bytes())
+    torch_out = reference(out_dir, samples)
+    steps = []
+    for k, index in enumerate(prog["outputs"]):
+        # The output is a dequantize of an int8 tensor: its step is that scale.
+        producer = next((op for op in prog["ops"] if index in op["outputs"]), None)
+        src = prog["tensors"][producer["inputs"][0]] if producer and producer["code"] == "DEQUANTIZE_S8" else None
+        scale = src["scale"] if src else 0.0
+        err = float(np.abs(got[k].astype(np.float64) - torch_out[k]).max(initial=0.0))
+        steps.append(err / scale if scale else float("nan"))
+    return steps
+
+
 @dataclass
 class Mismatch:
     output: int
@@ -171,8 +203,10 @@ class Mismatch:
                 f"firmware {self.got!r}, expected {self.expected!r}")
 
 
-def compare(got: list[np.ndarray], expected: list[np.ndarray], tol: dict[str, float]) -> tuple[Mismatch | None, float]:
-    """The first element outside tolerance (or None), and the max abs error."""
+def compare(got: list[np.ndarray], expected: list[np.ndarray],
+            tol: dict[str, float] | None) -> tuple[Mismatch | None, float]:
+    """The first element outside tolerance (None: must be equal bit for bit),
+    or None, and the max abs error."""
     worst = 0.0
     first: Mismatch | None = None
     for k, (g, e) in enumerate(zip(got, expected)):
@@ -180,8 +214,11 @@ def compare(got: list[np.ndarray], expected: list[np.ndarray], tol: dict[str, fl
             return Mismatch(k, (0,), float("nan"), float("nan")), float("inf")
         err = np.abs(g.astype(np.float64) - e.astype(np.float64))
         worst = max(worst, float(err.max(initial=0.0)))
-        atol = tol["atol_scale"] * max(1.0, float(np.abs(e).max(initial=0.0)))
-        bad = ~(err <= atol + tol["rtol"] * np.abs(e)) | (np.isnan(g) != np.isnan(e))
+        if tol is None:
+            bad = np.any(g.view(np.uint8).reshape(*g.shape, -1) != e.view(np.uint8).reshape(*e.shape, -1), axis=-1)
+        else:
+            atol = tol["atol_scale"] * max(1.0, float(np.abs(e).max(initial=0.0)))
+            bad = ~(err <= atol + tol["rtol"] * np.abs(e)) | (np.isnan(g) != np.isnan(e))
         if first is None and bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             first = Mismatch(k, idx, float(g[idx]), float(e[idx]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from .plan import Plan
 
 PROGRAM_VERSION = 1  # firmware/core/program.h kProgramVersion
 SEGMENT_ALIGN = 16
+WIRE_DTYPES = {"F32": "<f4", "I8": "i1", "I16": "<i2", "I32": "<i4", "U8": "u1"}
 
 
 @dataclass(frozen=True)
@@ -33,12 +35,14 @@ def program_dict(p: PGraph, mem: Plan, arena: ArenaSpec) -> tuple[dict, bytes]:
     tensors = []
     for t in p.tensors:
         entry = {"name": t.name, "dtype": t.dtype, "dims": list(t.dims), "nbytes": t.nbytes}
+        if t.scale:
+            entry.update(scale=float(t.scale), zero_point=int(t.zero_point))
         if t.const is not None:
             base = t.const.base if t.const.base is not None else t.const
             key = id(base)
             if key not in const_offsets:
                 const_offsets[key] = len(segment)
-                segment += np.ascontiguousarray(t.const, dtype="<f4").tobytes()
+                segment += np.ascontiguousarray(t.const).astype(WIRE_DTYPES[t.dtype], copy=False).tobytes()
                 segment += bytes(_pad(len(segment)) - len(segment))
             entry.update(region="CONSTANT", offset=const_offsets[key])
         else:
@@ -132,10 +136,17 @@ def kernel_symbol(code: str) -> str:
     return "k" + "".join(w.capitalize() for w in code.split("_"))
 
 
+def available_kernels() -> list[str]:
+    """Op codes whose kernel this runtime provides (declared in kernels.h)."""
+    header = (Path(__file__).resolve().parents[2] / "firmware" / "kernels" / "portable" / "kernels.h").read_text()
+    declared = set(re.findall(r"extern const Kernel (k\w+);", header))
+    return [c for c in schema.load().enums["OpCode"].values if kernel_symbol(c) in declared]
+
+
 def kernel_table_source(codes: list[str] | None) -> str:
-    """The kernel table: only the listed op codes (None: all of them)."""
+    """The kernel table: only the listed op codes (None: every available one)."""
     all_codes = schema.load().enums["OpCode"].values
-    used = set(all_codes) if codes is None else set(codes)
+    used = set(available_kernels() if codes is None else codes)
     entries = []
     for name, value in sorted(all_codes.items(), key=lambda kv: kv[1]):
         entries.append(f"    /* {value:2d} {name} */ " + (f"&portable::{kernel_symbol(name)}," if name in used else "nullptr,"))

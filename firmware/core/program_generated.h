@@ -44,8 +44,20 @@ enum class OpCode : uint16_t {
   PERMUTE = 12,
   CONCAT = 13,
   COPY = 14,
+  QUANTIZE_S8 = 15,
+  DEQUANTIZE_S8 = 16,
+  CONV2D_S8 = 17,
+  DEPTHWISE_CONV2D_S8 = 18,
+  LINEAR_S8 = 19,
+  ADD_S8 = 20,
+  MUL_S8 = 21,
+  MAX_POOL2D_S8 = 22,
+  AVG_POOL2D_S8 = 23,
+  SOFTMAX_S8 = 24,
+  CLAMP_S8 = 25,
+  LUT_S8 = 26,
 };
-constexpr uint32_t kNumOpCode = 15;
+constexpr uint32_t kNumOpCode = 27;
 
 enum class OpParams : uint8_t {
   NONE = 0,
@@ -58,6 +70,13 @@ enum class OpParams : uint8_t {
   SoftmaxParams = 7,
   PermuteParams = 8,
   ConcatParams = 9,
+  QuantConv2dParams = 10,
+  QuantLinearParams = 11,
+  QuantAddParams = 12,
+  QuantMulParams = 13,
+  QuantPool2dParams = 14,
+  QuantSoftmaxParams = 15,
+  QuantClampParams = 16,
 };
 
 class Tensor;
@@ -71,6 +90,13 @@ class ReduceParams;
 class SoftmaxParams;
 class PermuteParams;
 class ConcatParams;
+class QuantConv2dParams;
+class QuantLinearParams;
+class QuantAddParams;
+class QuantMulParams;
+class QuantPool2dParams;
+class QuantSoftmaxParams;
+class QuantClampParams;
 class Op;
 class Program;
 
@@ -248,6 +274,156 @@ class ConcatParams : public fb::Table {
   }
 };
 
+class QuantConv2dParams : public fb::Table {
+ public:
+  using fb::Table::Table;
+  int32_t stride_h() const { return scalar<int32_t>(4, 1); }
+  int32_t stride_w() const { return scalar<int32_t>(6, 1); }
+  int32_t pad_top() const { return scalar<int32_t>(8, 0); }
+  int32_t pad_left() const { return scalar<int32_t>(10, 0); }
+  int32_t dilation_h() const { return scalar<int32_t>(12, 1); }
+  int32_t dilation_w() const { return scalar<int32_t>(14, 1); }
+  int32_t multiplier() const { return scalar<int32_t>(16, 1); }
+  int32_t input_offset() const { return scalar<int32_t>(18, 0); }
+  int32_t output_offset() const { return scalar<int32_t>(20, 0); }
+  int32_t act_min() const { return scalar<int32_t>(22, -128); }
+  int32_t act_max() const { return scalar<int32_t>(24, 127); }
+  bool verify(fb::Verifier& v) const {
+    if (!v.scalar_field<int32_t>(*this, 4)) return false;
+    if (!v.scalar_field<int32_t>(*this, 6)) return false;
+    if (!v.scalar_field<int32_t>(*this, 8)) return false;
+    if (!v.scalar_field<int32_t>(*this, 10)) return false;
+    if (!v.scalar_field<int32_t>(*this, 12)) return false;
+    if (!v.scalar_field<int32_t>(*this, 14)) return false;
+    if (!v.scalar_field<int32_t>(*this, 16)) return false;
+    if (!v.scalar_field<int32_t>(*this, 18)) return false;
+    if (!v.scalar_field<int32_t>(*this, 20)) return false;
+    if (!v.scalar_field<int32_t>(*this, 22)) return false;
+    if (!v.scalar_field<int32_t>(*this, 24)) return false;
+    return true;
+  }
+};
+
+class QuantLinearParams : public fb::Table {
+ public:
+  using fb::Table::Table;
+  int32_t input_offset() const { return scalar<int32_t>(4, 0); }
+  int32_t output_offset() const { return scalar<int32_t>(6, 0); }
+  int32_t act_min() const { return scalar<int32_t>(8, -128); }
+  int32_t act_max() const { return scalar<int32_t>(10, 127); }
+  bool verify(fb::Verifier& v) const {
+    if (!v.scalar_field<int32_t>(*this, 4)) return false;
+    if (!v.scalar_field<int32_t>(*this, 6)) return false;
+    if (!v.scalar_field<int32_t>(*this, 8)) return false;
+    if (!v.scalar_field<int32_t>(*this, 10)) return false;
+    return true;
+  }
+};
+
+class QuantAddParams : public fb::Table {
+ public:
+  using fb::Table::Table;
+  int32_t input1_offset() const { return scalar<int32_t>(4, 0); }
+  int32_t input1_multiplier() const { return scalar<int32_t>(6, 0); }
+  int32_t input1_shift() const { return scalar<int32_t>(8, 0); }
+  int32_t input2_offset() const { return scalar<int32_t>(10, 0); }
+  int32_t input2_multiplier() const { return scalar<int32_t>(12, 0); }
+  int32_t input2_shift() const { return scalar<int32_t>(14, 0); }
+  int32_t left_shift() const { return scalar<int32_t>(16, 20); }
+  int32_t output_multiplier() const { return scalar<int32_t>(18, 0); }
+  int32_t output_shift() const { return scalar<int32_t>(20, 0); }
+  int32_t output_offset() const { return scalar<int32_t>(22, 0); }
+  int32_t act_min() const { return scalar<int32_t>(24, -128); }
+  int32_t act_max() const { return scalar<int32_t>(26, 127); }
+  bool verify(fb::Verifier& v) const {
+    if (!v.scalar_field<int32_t>(*this, 4)) return false;
+    if (!v.scalar_field<int32_t>(*this, 6)) return false;
+    if (!v.scalar_field<int32_t>(*this, 8)) return false;
+    if (!v.scalar_field<int32_t>(*this, 10)) return false;
+    if (!v.scalar_field<int32_t>(*this, 12)) return false;
+    if (!v.scalar_field<int32_t>(*this, 14)) return false;
+    if (!v.scalar_field<int32_t>(*this, 16)) return false;
+    if (!v.scalar_field<int32_t>(*this, 18)) return false;
+    if (!v.scalar_field<int32_t>(*this, 20)) return false;
+    if (!v.scalar_field<int32_t>(*this, 22)) return false;
+    if (!v.scalar_field<int32_t>(*this, 24)) return false;
+    if (!v.scalar_field<int32_t>(*this, 26)) return false;
+    return true;
+  }
+};
+
+class QuantMulParams : public fb::Table {
+ public:
+  using fb::Table::Table;
+  int32_t input1_offset() const { return scalar<int32_t>(4, 0); }
+  int32_t input2_offset() const { return scalar<int32_t>(6, 0); }
+  int32_t output_multiplier() const { return scalar<int32_t>(8, 0); }
+  int32_t output_shift() const { return scalar<int32_t>(10, 0); }
+  int32_t output_offset() const { return scalar<int32_t>(12, 0); }
+  int32_t act_min() const { return scalar<int32_t>(14, -128); }
+  int32_t act_max() const { return scalar<int32_t>(16, 127); }
+  bool verify(fb::Verifier& v) const {
+    if (!v.scalar_field<int32_t>(*this, 4)) return false;
+    if (!v.scalar_field<int32_t>(*this, 6)) return false;
+    if (!v.scalar_field<int32_t>(*this, 8)) return false;
+    if (!v.scalar_field<int32_t>(*this, 10)) return false;
+    if (!v.scalar_field<int32_t>(*this, 12)) return false;
+    if (!v.scalar_field<int32_t>(*this, 14)) return false;
+    if (!v.scalar_field<int32_t>(*this, 16)) return false;
+    return true;
+  }
+};
+
+class QuantPool2dParams : public fb::Table {
+ public:
+  using fb::Table::Table;
+  int32_t kernel_h() const { return scalar<int32_t>(4, 0); }
+  int32_t kernel_w() const { return scalar<int32_t>(6, 0); }
+  int32_t stride_h() const { return scalar<int32_t>(8, 1); }
+  int32_t stride_w() const { return scalar<int32_t>(10, 1); }
+  int32_t pad_top() const { return scalar<int32_t>(12, 0); }
+  int32_t pad_left() const { return scalar<int32_t>(14, 0); }
+  int32_t act_min() const { return scalar<int32_t>(16, -128); }
+  int32_t act_max() const { return scalar<int32_t>(18, 127); }
+  bool verify(fb::Verifier& v) const {
+    if (!v.scalar_field<int32_t>(*this, 4)) return false;
+    if (!v.scalar_field<int32_t>(*this, 6)) return false;
+    if (!v.scalar_field<int32_t>(*this, 8)) return false;
+    if (!v.scalar_field<int32_t>(*this, 10)) return false;
+    if (!v.scalar_field<int32_t>(*this, 12)) return false;
+    if (!v.scalar_field<int32_t>(*this, 14)) return false;
+    if (!v.scalar_field<int32_t>(*this, 16)) return false;
+    if (!v.scalar_field<int32_t>(*this, 18)) return false;
+    return true;
+  }
+};
+
+class QuantSoftmaxParams : public fb::Table {
+ public:
+  using fb::Table::Table;
+  int32_t input_multiplier() const { return scalar<int32_t>(4, 0); }
+  int32_t input_left_shift() const { return scalar<int32_t>(6, 0); }
+  int32_t diff_min() const { return scalar<int32_t>(8, 0); }
+  bool verify(fb::Verifier& v) const {
+    if (!v.scalar_field<int32_t>(*this, 4)) return false;
+    if (!v.scalar_field<int32_t>(*this, 6)) return false;
+    if (!v.scalar_field<int32_t>(*this, 8)) return false;
+    return true;
+  }
+};
+
+class QuantClampParams : public fb::Table {
+ public:
+  using fb::Table::Table;
+  int32_t min() const { return scalar<int32_t>(4, -128); }
+  int32_t max() const { return scalar<int32_t>(6, 127); }
+  bool verify(fb::Verifier& v) const {
+    if (!v.scalar_field<int32_t>(*this, 4)) return false;
+    if (!v.scalar_field<int32_t>(*this, 6)) return false;
+    return true;
+  }
+};
+
 class Op : public fb::Table {
  public:
   using fb::Table::Table;
@@ -264,6 +440,13 @@ class Op : public fb::Table {
   SoftmaxParams params_as_SoftmaxParams() const { return params_type() == OpParams::SoftmaxParams ? table<SoftmaxParams>(12) : SoftmaxParams(); }
   PermuteParams params_as_PermuteParams() const { return params_type() == OpParams::PermuteParams ? table<PermuteParams>(12) : PermuteParams(); }
   ConcatParams params_as_ConcatParams() const { return params_type() == OpParams::ConcatParams ? table<ConcatParams>(12) : ConcatParams(); }
+  QuantConv2dParams params_as_QuantConv2dParams() const { return params_type() == OpParams::QuantConv2dParams ? table<QuantConv2dParams>(12) : QuantConv2dParams(); }
+  QuantLinearParams params_as_QuantLinearParams() const { return params_type() == OpParams::QuantLinearParams ? table<QuantLinearParams>(12) : QuantLinearParams(); }
+  QuantAddParams params_as_QuantAddParams() const { return params_type() == OpParams::QuantAddParams ? table<QuantAddParams>(12) : QuantAddParams(); }
+  QuantMulParams params_as_QuantMulParams() const { return params_type() == OpParams::QuantMulParams ? table<QuantMulParams>(12) : QuantMulParams(); }
+  QuantPool2dParams params_as_QuantPool2dParams() const { return params_type() == OpParams::QuantPool2dParams ? table<QuantPool2dParams>(12) : QuantPool2dParams(); }
+  QuantSoftmaxParams params_as_QuantSoftmaxParams() const { return params_type() == OpParams::QuantSoftmaxParams ? table<QuantSoftmaxParams>(12) : QuantSoftmaxParams(); }
+  QuantClampParams params_as_QuantClampParams() const { return params_type() == OpParams::QuantClampParams ? table<QuantClampParams>(12) : QuantClampParams(); }
   fb::String name() const { return string(14); }
   bool verify(fb::Verifier& v) const {
     if (!v.scalar_field<uint16_t>(*this, 4)) return false;
@@ -281,6 +464,13 @@ class Op : public fb::Table {
       case OpParams::SoftmaxParams: if (!v.table_field<SoftmaxParams>(*this, 12)) return false; break;
       case OpParams::PermuteParams: if (!v.table_field<PermuteParams>(*this, 12)) return false; break;
       case OpParams::ConcatParams: if (!v.table_field<ConcatParams>(*this, 12)) return false; break;
+      case OpParams::QuantConv2dParams: if (!v.table_field<QuantConv2dParams>(*this, 12)) return false; break;
+      case OpParams::QuantLinearParams: if (!v.table_field<QuantLinearParams>(*this, 12)) return false; break;
+      case OpParams::QuantAddParams: if (!v.table_field<QuantAddParams>(*this, 12)) return false; break;
+      case OpParams::QuantMulParams: if (!v.table_field<QuantMulParams>(*this, 12)) return false; break;
+      case OpParams::QuantPool2dParams: if (!v.table_field<QuantPool2dParams>(*this, 12)) return false; break;
+      case OpParams::QuantSoftmaxParams: if (!v.table_field<QuantSoftmaxParams>(*this, 12)) return false; break;
+      case OpParams::QuantClampParams: if (!v.table_field<QuantClampParams>(*this, 12)) return false; break;
       default: return false;
     }
     if (!v.string_field(*this, 14)) return false;

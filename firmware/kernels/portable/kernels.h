@@ -24,6 +24,18 @@ extern const Kernel kSoftmaxF32;
 extern const Kernel kPermute;
 extern const Kernel kConcat;
 extern const Kernel kCopy;
+extern const Kernel kQuantizeS8;
+extern const Kernel kDequantizeS8;
+extern const Kernel kConv2dS8;
+extern const Kernel kDepthwiseConv2dS8;
+extern const Kernel kLinearS8;
+extern const Kernel kAddS8;
+extern const Kernel kMulS8;
+extern const Kernel kMaxPool2dS8;
+extern const Kernel kAvgPool2dS8;
+extern const Kernel kSoftmaxS8;
+extern const Kernel kClampS8;
+extern const Kernel kLutS8;
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -1,0 +1,187 @@
+"""The project's reference: a compiled program executed in NumPy.
+
+Int8 ops run through `reference.py` (the integer arithmetic of CMSIS-NN and
+TFLite Micro, bit for bit), so an int8 program's outputs here are exactly
+what the firmware must produce. Float ops (a float model, or a float
+fallback inside an int8 one) run through PyTorch and match the firmware
+within the float tolerance only. The arenas are simulated byte for byte, so
+aliases (reshape, flatten) behave as on the device.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import reference as ref
+from . import schema
+
+NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": np.uint8}
+
+
+class Interpreter:
+    def __init__(self, pte: bytes) -> None:
+        self.pte = pte
+        self.prog = schema.decode(pte)
+        self.seg = self.prog["constant_offset"]
+        self.arenas = [bytearray(a["size"]) for a in self.prog["arenas"]]
+
+    def tensor(self, index: int) -> np.ndarray:
+        t = self.prog["tensors"][index]
+        dtype = NP[t["dtype"]]
+        count = t["nbytes"] // np.dtype(dtype).itemsize
+        if t["region"] == "CONSTANT":
+            arr = np.frombuffer(self.pte, dtype=dtype, count=count, offset=self.seg + t["offset"])
+        else:
+            arr = np.frombuffer(self.arenas[t["arena"]], dtype=dtype, count=count, offset=t["offset"])
+        return arr.reshape(t["dims"])
+
+    def write(self, index: int, value: np.ndarray) -> None:
+        t = self.prog["tensors"][index]
+        data = np.ascontiguousarray(value, dtype=NP[t["dtype"]]).tobytes()
+        assert len(data) == t["nbytes"], (t["name"], len(data), t["nbytes"])
+        self.arenas[t["arena"]][t["offset"]:t["offset"] + len(data)] = data
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        for index, x in zip(self.prog["inputs"], inputs):
+            self.write(index, np.asarray(x).reshape(self.prog["tensors"][index]["dims"]))
+        for op in self.prog["ops"]:
+            args = [None if i < 0 else self.tensor(i).copy() for i in op["inputs"]]
+            outs = [self.prog["tensors"][i] for i in op["outputs"]]
+            params = op["params"][1] if op["params"] else {}
+            if op["code"] == "DEQUANTIZE_S8":  # its quantization is the input's
+                src = self.prog["tensors"][op["inputs"][0]]
+                result = ref.dequantize(args[0], src["scale"], src["zero_point"])
+            else:
+                result = OPS[op["code"]](args, params, outs)
+            self.write(op["outputs"][0], np.asarray(result).reshape(outs[0]["dims"]))
+        return [self.tensor(i).copy() for i in self.prog["outputs"]]
+
+
+def run_reference(pte: bytes, samples: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """Outputs for each sample, stacked along a new first axis per output."""
+    interp = Interpreter(pte)
+    per_sample = [interp.run(s) for s in samples]
+    return [np.stack([s[k] for s in per_sample]) for k in range(len(per_sample[0]))]
+
+
+# ---- int8 ------------------------------------------------------------------------------------
+
+def _conv_common(p: dict, out: dict) -> dict:
+    return dict(stride=(p["stride_h"], p["stride_w"]), pad=(p["pad_top"], p["pad_left"]),
+                dilation=(p["dilation_h"], p["dilation_w"]), input_offset=p["input_offset"],
+                output_offset=p["output_offset"], act_min=p["act_min"], act_max=p["act_max"],
+                out_hw=tuple(out["dims"][1:3]))
+
+
+def _conv2d_s8(a, p, outs):
+    return ref.conv2d(a[0], a[1], a[2], a[3], a[4], **_conv_common(p, outs[0]))
+
+
+def _depthwise_s8(a, p, outs):
+    return ref.depthwise_conv2d(a[0], a[1], a[2], a[3], a[4], depth_multiplier=p["multiplier"],
+                                **_conv_common(p, outs[0]))
+
+
+def _linear_s8(a, p, outs):
+    x = a[0].reshape(-1, a[0].shape[-1])
+    return ref.linear(x, a[1], a[2], a[3], a[4], output_offset=p["output_offset"], act_min=p["act_min"],
+                      act_max=p["act_max"])
+
+
+def _pool_s8(fn: Callable) -> Callable:
+    def run(a, p, outs):
+        return fn(a[0], (p["kernel_h"], p["kernel_w"]), (p["stride_h"], p["stride_w"]),
+                  (p["pad_top"], p["pad_left"]), act_min=p["act_min"], act_max=p["act_max"],
+                  out_hw=tuple(outs[0]["dims"][1:3]))
+    return run
+
+
+def _quantize(a, p, outs):
+    return ref.quantize(a[0], outs[0]["scale"], outs[0]["zero_point"])
+
+
+# ---- float (PyTorch on NHWC data) -----------------------------------------------------------
+
+def _t(x: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+
+
+def _nchw(x: np.ndarray) -> torch.Tensor:
+    return _t(x).permute(0, 3, 1, 2)
+
+
+def _nhwc(y: torch.Tensor) -> np.ndarray:
+    return y.permute(0, 2, 3, 1).numpy()
+
+
+def _act(y: torch.Tensor, p: dict) -> torch.Tensor:
+    return y.clamp(p.get("act_min", -np.inf), p.get("act_max", np.inf))
+
+
+def _conv2d_f32(a, p, outs):
+    w = _t(a[1]).permute(0, 3, 1, 2)
+    y = F.conv2d(_nchw(a[0]), w, None if a[2] is None else _t(a[2]), (p["stride_h"], p["stride_w"]),
+                 (p["pad_top"], p["pad_left"]), (p["dilation_h"], p["dilation_w"]), p["groups"])
+    return _nhwc(_act(y, p))
+
+
+def _depthwise_f32(a, p, outs):
+    w = _t(a[1]).permute(3, 0, 1, 2)  # [1, kh, kw, C*m] -> [C*m, 1, kh, kw]
+    c = a[0].shape[3]
+    y = F.conv2d(_nchw(a[0]), w, None if a[2] is None else _t(a[2]), (p["stride_h"], p["stride_w"]),
+                 (p["pad_top"], p["pad_left"]), (p["dilation_h"], p["dilation_w"]), c)
+    return _nhwc(_act(y, p))
+
+
+def _pool_f32(a, p, outs, fn):
+    oh, ow = outs[0]["dims"][1:3]
+    x = _nchw(a[0])
+    k, s, pad = (p["kernel_h"], p["kernel_w"]), (p["stride_h"], p["stride_w"]), (p["pad_top"], p["pad_left"])
+    if fn == "max":
+        floor_h = (x.shape[2] + 2 * pad[0] - p["dilation_h"] * (k[0] - 1) - 1) // s[0] + 1
+        y = F.max_pool2d(x, k, s, pad, (p["dilation_h"], p["dilation_w"]), ceil_mode=oh != floor_h)
+    else:
+        floor_h = (x.shape[2] + 2 * pad[0] - k[0]) // s[0] + 1
+        y = F.avg_pool2d(x, k, s, pad, ceil_mode=oh != floor_h, count_include_pad=p["count_include_pad"],
+                         divisor_override=p["divisor_override"] or None)
+    return _nhwc(_act(y, p))
+
+
+def _mean_f32(a, p, outs):
+    axes = tuple(d for d in range(a[0].ndim) if p["axis_mask"] >> d & 1)
+    return _t(a[0]).mean(axes).numpy()
+
+
+OPS: dict[str, Callable[[list, dict, list], Any]] = {
+    "QUANTIZE_S8": _quantize,
+    "CONV2D_S8": _conv2d_s8,
+    "DEPTHWISE_CONV2D_S8": _depthwise_s8,
+    "LINEAR_S8": _linear_s8,
+    "ADD_S8": lambda a, p, outs: ref.add(a[0], a[1], p),
+    "MUL_S8": lambda a, p, outs: ref.mul(a[0], a[1], p),
+    "MAX_POOL2D_S8": _pool_s8(ref.max_pool2d),
+    "AVG_POOL2D_S8": _pool_s8(ref.avg_pool2d),
+    "SOFTMAX_S8": lambda a, p, outs: ref.softmax(a[0], p["input_multiplier"], p["input_left_shift"], p["diff_min"]),
+    "CLAMP_S8": lambda a, p, outs: ref.clamp(a[0], p["min"], p["max"]),
+    "LUT_S8": lambda a, p, outs: ref.lut(a[0], a[1]),
+    "LINEAR_F32": lambda a, p, outs: _act(F.linear(_t(a[0]), _t(a[1]), None if a[2] is None else _t(a[2])),
+                                          p).numpy(),
+    "CONV2D_F32": _conv2d_f32,
+    "DEPTHWISE_CONV2D_F32": _depthwise_f32,
+    "CLAMP_F32": lambda a, p, outs: _t(a[0]).clamp(p.get("min", -np.inf), p.get("max", np.inf)).numpy(),
+    "SIGMOID_F32": lambda a, p, outs: torch.sigmoid(_t(a[0])).numpy(),
+    "TANH_F32": lambda a, p, outs: torch.tanh(_t(a[0])).numpy(),
+    "ADD_F32": lambda a, p, outs: _act(_t(a[0]) + _t(a[1]), p).numpy(),
+    "MUL_F32": lambda a, p, outs: _act(_t(a[0]) * _t(a[1]), p).numpy(),
+    "MAX_POOL2D_F32": lambda a, p, outs: _pool_f32(a, p, outs, "max"),
+    "AVG_POOL2D_F32": lambda a, p, outs: _pool_f32(a, p, outs, "avg"),
+    "MEAN_F32": _mean_f32,
+    "SOFTMAX_F32": lambda a, p, outs: torch.softmax(_t(a[0]), p["axis"]).numpy(),
+    "PERMUTE": lambda a, p, outs: np.transpose(a[0], p["perm"]),
+    "CONCAT": lambda a, p, outs: np.concatenate([x for x in a], p["axis"]),
+    "COPY": lambda a, p, outs: a[0],
+}

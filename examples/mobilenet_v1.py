@@ -1,0 +1,25 @@
+"""MobileNetV1 0.25 visual wake words (MLPerf Tiny VWW): `torchmcu compile examples/mobilenet_v1.py:make`.
+
+The model is defined in mlperf_tiny.py (seeded random weights);
+`calibration(n, seed)` gives n realistic inputs for int8 calibration.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import mlperf_tiny  # noqa: E402
+
+
+def make() -> tuple[nn.Module, tuple[torch.Tensor]]:
+    return mlperf_tiny.make_mobilenet_v1()
+
+
+def calibration(n: int = 100, seed: int = 0) -> np.ndarray:
+    return mlperf_tiny.calibration_mobilenet_v1(n, seed)

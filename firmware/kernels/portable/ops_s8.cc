@@ -1,0 +1,347 @@
+// The int8 portable kernels as the executor sees them: load-time checks of
+// operands and parameters, and run functions unpacking the program into the
+// plain integer math of portable_s8.h. As in ops_f32.cc, each Kernel is its
+// own const object so unused ones are never linked.
+#include "kernels/check.h"
+#include "kernels/portable/kernels.h"
+#include "kernels/portable/portable_s8.h"
+
+namespace torchmcu {
+namespace portable {
+namespace {
+
+using schema::DType;
+
+Shape4 shape4(const TensorView& t) { return Shape4{t.dims[0], t.dims[1], t.dims[2], t.dims[3]}; }
+
+bool is_s8_nhwc(const TensorView& t) { return check::is(t, DType::I8, 4); }
+
+/// A 1-D int32 constant of `n` entries (bias, multipliers, shifts).
+bool i32_vector(const TensorView& t, int32_t n) {
+  return check::is(t, DType::I32, 1) && t.dims[0] == n;
+}
+
+bool act_ok(int32_t lo, int32_t hi) { return -128 <= lo && lo <= hi && hi <= 127; }
+
+bool shifts_ok(const TensorView& shift) {
+  const int32_t* s = shift.as<const int32_t>();
+  for (uint32_t i = 0; i < shift.numel(); ++i) {
+    if (s[i] < -31 || s[i] > 30) return false;
+  }
+  return true;
+}
+
+// Same window rule as the float kernels: PyTorch's output size, padding
+// symmetric; partial ceil-mode windows are not lowered to int8.
+bool window_ok(int32_t in, int32_t out, int32_t k, int32_t stride, int32_t pad, int32_t dilation) {
+  const int32_t span = in + 2 * pad - dilation * (k - 1) - 1;
+  return span >= 0 && out == span / stride + 1;
+}
+
+// ---- conv2d / depthwise: x, w, bias, multiplier, shift ----------------------
+
+Error conv_common_check(const OpContext& ctx, int32_t kh, int32_t kw, int32_t out_channels) {
+  TMCU_CHECK(ctx.num_inputs == 5 && ctx.num_outputs == 1, Error::InvalidOp);
+  const schema::QuantConv2dParams p = ctx.op.params_as_QuantConv2dParams();
+  TMCU_CHECK(p.valid(), Error::InvalidOp);
+  const TensorView& x = ctx.inputs[0];
+  const TensorView& y = ctx.outputs[0];
+  TMCU_CHECK(is_s8_nhwc(x) && is_s8_nhwc(y) && x.dims[0] == y.dims[0] && y.dims[3] == out_channels,
+             Error::InvalidOp);
+  TMCU_CHECK(check::small(p.stride_h(), 1) && check::small(p.stride_w(), 1) &&
+                 check::small(p.dilation_h(), 1) && check::small(p.dilation_w(), 1) &&
+                 check::small(p.pad_top(), 0) && check::small(p.pad_left(), 0),
+             Error::InvalidOp);
+  TMCU_CHECK(window_ok(x.dims[1], y.dims[1], kh, p.stride_h(), p.pad_top(), p.dilation_h()) &&
+                 window_ok(x.dims[2], y.dims[2], kw, p.stride_w(), p.pad_left(), p.dilation_w()),
+             Error::InvalidOp);
+  TMCU_CHECK(p.input_offset() >= -127 && p.input_offset() <= 128 && p.output_offset() >= -128 &&
+                 p.output_offset() <= 127 && act_ok(p.act_min(), p.act_max()),
+             Error::InvalidOp);
+  for (uint32_t i = 2; i < 5; ++i) {
+    TMCU_CHECK(i32_vector(ctx.inputs[i], out_channels), Error::InvalidOp);
+  }
+  TMCU_CHECK(shifts_ok(ctx.inputs[4]), Error::InvalidOp);
+  return Error::Ok;
+}
+
+QuantConvParams conv_params(const schema::QuantConv2dParams& p) {
+  return QuantConvParams{p.stride_h(),     p.stride_w(),      p.pad_top(), p.pad_left(),
+                         p.dilation_h(),   p.dilation_w(),    p.input_offset(),
+                         p.output_offset(), p.act_min(),      p.act_max()};
+}
+
+Error conv2d_check(const OpContext& ctx) {
+  TMCU_CHECK(ctx.num_inputs == 5, Error::InvalidOp);
+  const TensorView& w = ctx.inputs[1];
+  TMCU_CHECK(check::is(w, DType::I8, 4) && w.dims[3] == ctx.inputs[0].dims[3], Error::InvalidOp);
+  return conv_common_check(ctx, w.dims[1], w.dims[2], w.dims[0]);
+}
+
+void conv2d_run(const OpContext& ctx) {
+  const TensorView& w = ctx.inputs[1];
+  conv2d_s8(ctx.inputs[0].as<const int8_t>(), shape4(ctx.inputs[0]), w.as<const int8_t>(),
+            w.dims[1], w.dims[2], ctx.inputs[2].as<const int32_t>(),
+            ctx.inputs[3].as<const int32_t>(), ctx.inputs[4].as<const int32_t>(),
+            ctx.outputs[0].as<int8_t>(), shape4(ctx.outputs[0]),
+            conv_params(ctx.op.params_as_QuantConv2dParams()));
+}
+
+Error depthwise_check(const OpContext& ctx) {
+  TMCU_CHECK(ctx.num_inputs == 5, Error::InvalidOp);
+  const TensorView& w = ctx.inputs[1];
+  TMCU_CHECK(check::is(w, DType::I8, 4) && w.dims[0] == 1, Error::InvalidOp);
+  TMCU_TRY(conv_common_check(ctx, w.dims[1], w.dims[2], w.dims[3]));
+  const int32_t multiplier = ctx.op.params_as_QuantConv2dParams().multiplier();
+  TMCU_CHECK(multiplier >= 1 && int64_t(ctx.inputs[0].dims[3]) * multiplier == w.dims[3],
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void depthwise_run(const OpContext& ctx) {
+  const TensorView& w = ctx.inputs[1];
+  const schema::QuantConv2dParams p = ctx.op.params_as_QuantConv2dParams();
+  depthwise_conv2d_s8(ctx.inputs[0].as<const int8_t>(), shape4(ctx.inputs[0]),
+                      w.as<const int8_t>(), w.dims[1], w.dims[2], p.multiplier(),
+                      ctx.inputs[2].as<const int32_t>(), ctx.inputs[3].as<const int32_t>(),
+                      ctx.inputs[4].as<const int32_t>(), ctx.outputs[0].as<int8_t>(),
+                      shape4(ctx.outputs[0]), conv_params(p));
+}
+
+// ---- linear: x [..., in], w [out, in], bias (kernel sums folded), mult, shift
+
+Error linear_check(const OpContext& ctx) {
+  TMCU_CHECK(ctx.num_inputs == 5 && ctx.num_outputs == 1, Error::InvalidOp);
+  const schema::QuantLinearParams p = ctx.op.params_as_QuantLinearParams();
+  TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && p.output_offset() >= -128 &&
+                 p.output_offset() <= 127,
+             Error::InvalidOp);
+  const TensorView& x = ctx.inputs[0];
+  const TensorView& w = ctx.inputs[1];
+  const TensorView& y = ctx.outputs[0];
+  TMCU_CHECK(x.present() && x.dtype == DType::I8 && y.dtype == DType::I8 && x.rank >= 1 &&
+                 y.rank == x.rank && check::is(w, DType::I8, 2),
+             Error::InvalidOp);
+  TMCU_CHECK(x.dims[x.rank - 1] == w.dims[1] && y.dims[y.rank - 1] == w.dims[0] &&
+                 check::extent(x, 0, x.rank - 1) == check::extent(y, 0, y.rank - 1),
+             Error::InvalidOp);
+  TMCU_CHECK(i32_vector(ctx.inputs[2], w.dims[0]), Error::InvalidOp);
+  const int32_t n = ctx.inputs[3].dims[0];
+  TMCU_CHECK((n == 1 || n == w.dims[0]) && i32_vector(ctx.inputs[3], n) &&
+                 i32_vector(ctx.inputs[4], n) && shifts_ok(ctx.inputs[4]),
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void linear_run(const OpContext& ctx) {
+  const TensorView& x = ctx.inputs[0];
+  const TensorView& w = ctx.inputs[1];
+  const schema::QuantLinearParams p = ctx.op.params_as_QuantLinearParams();
+  linear_s8(x.as<const int8_t>(), w.as<const int8_t>(), ctx.inputs[2].as<const int32_t>(),
+            ctx.inputs[3].as<const int32_t>(), ctx.inputs[4].as<const int32_t>(),
+            ctx.inputs[3].dims[0], ctx.outputs[0].as<int8_t>(),
+            int32_t(check::extent(x, 0, x.rank - 1)), w.dims[1], w.dims[0], p.output_offset(),
+            p.act_min(), p.act_max());
+}
+
+// ---- add / mul with broadcasting --------------------------------------------
+
+Error binary_shapes_check(const OpContext& ctx) {
+  TMCU_CHECK(check::operands(ctx, 2, 2, 1, DType::I8), Error::InvalidOp);
+  const TensorView& a = ctx.inputs[0];
+  const TensorView& b = ctx.inputs[1];
+  const TensorView& y = ctx.outputs[0];
+  TMCU_CHECK(y.rank >= 1 && a.rank == y.rank && b.rank == y.rank, Error::InvalidOp);
+  for (int32_t d = 0; d < y.rank; ++d) {
+    TMCU_CHECK((a.dims[d] == y.dims[d] || a.dims[d] == 1) &&
+                   (b.dims[d] == y.dims[d] || b.dims[d] == 1),
+               Error::InvalidOp);
+  }
+  return Error::Ok;
+}
+
+bool shift_ok(int32_t s) { return s >= -31 && s <= 30; }
+
+Error add_check(const OpContext& ctx) {
+  TMCU_TRY(binary_shapes_check(ctx));
+  const schema::QuantAddParams p = ctx.op.params_as_QuantAddParams();
+  TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && p.left_shift() >= 0 &&
+                 p.left_shift() <= 22 && shift_ok(p.input1_shift()) &&
+                 shift_ok(p.input2_shift()) && shift_ok(p.output_shift()) &&
+                 p.input1_offset() >= -127 && p.input1_offset() <= 128 &&
+                 p.input2_offset() >= -127 && p.input2_offset() <= 128,
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void add_run(const OpContext& ctx) {
+  const schema::QuantAddParams p = ctx.op.params_as_QuantAddParams();
+  const QuantAddParams q{p.input1_offset(), p.input1_multiplier(), p.input1_shift(),
+                         p.input2_offset(), p.input2_multiplier(), p.input2_shift(),
+                         p.left_shift(),    p.output_multiplier(), p.output_shift(),
+                         p.output_offset(), p.act_min(),           p.act_max()};
+  const TensorView& a = ctx.inputs[0];
+  const TensorView& b = ctx.inputs[1];
+  const TensorView& y = ctx.outputs[0];
+  add_s8(a.as<const int8_t>(), a.dims, b.as<const int8_t>(), b.dims, y.as<int8_t>(), y.dims,
+         y.rank, q);
+}
+
+Error mul_check(const OpContext& ctx) {
+  TMCU_TRY(binary_shapes_check(ctx));
+  const schema::QuantMulParams p = ctx.op.params_as_QuantMulParams();
+  TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && shift_ok(p.output_shift()) &&
+                 p.input1_offset() >= -127 && p.input1_offset() <= 128 &&
+                 p.input2_offset() >= -127 && p.input2_offset() <= 128,
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void mul_run(const OpContext& ctx) {
+  const schema::QuantMulParams p = ctx.op.params_as_QuantMulParams();
+  const QuantMulParams q{p.input1_offset(),    p.input2_offset(), p.output_multiplier(),
+                         p.output_shift(),     p.output_offset(), p.act_min(),
+                         p.act_max()};
+  const TensorView& a = ctx.inputs[0];
+  const TensorView& b = ctx.inputs[1];
+  const TensorView& y = ctx.outputs[0];
+  mul_s8(a.as<const int8_t>(), a.dims, b.as<const int8_t>(), b.dims, y.as<int8_t>(), y.dims,
+         y.rank, q);
+}
+
+// ---- pools ---------------------------------------------------------------------
+
+Error pool_check(const OpContext& ctx) {
+  TMCU_CHECK(check::operands(ctx, 1, 1, 1, DType::I8), Error::InvalidOp);
+  const schema::QuantPool2dParams p = ctx.op.params_as_QuantPool2dParams();
+  TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()), Error::InvalidOp);
+  TMCU_CHECK(check::small(p.kernel_h(), 1) && check::small(p.kernel_w(), 1) &&
+                 check::small(p.stride_h(), 1) && check::small(p.stride_w(), 1) &&
+                 check::small(p.pad_top(), 0) && check::small(p.pad_left(), 0),
+             Error::InvalidOp);
+  const TensorView& x = ctx.inputs[0];
+  const TensorView& y = ctx.outputs[0];
+  TMCU_CHECK(is_s8_nhwc(x) && is_s8_nhwc(y) && x.dims[0] == y.dims[0] && x.dims[3] == y.dims[3],
+             Error::InvalidOp);
+  TMCU_CHECK(window_ok(x.dims[1], y.dims[1], p.kernel_h(), p.stride_h(), p.pad_top(), 1) &&
+                 window_ok(x.dims[2], y.dims[2], p.kernel_w(), p.stride_w(), p.pad_left(), 1),
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+QuantPoolParams pool_params(const schema::QuantPool2dParams& p) {
+  return QuantPoolParams{p.kernel_h(), p.kernel_w(), p.stride_h(), p.stride_w(),
+                         p.pad_top(),  p.pad_left(), p.act_min(),  p.act_max()};
+}
+
+void max_pool_run(const OpContext& ctx) {
+  max_pool2d_s8(ctx.inputs[0].as<const int8_t>(), shape4(ctx.inputs[0]),
+                ctx.outputs[0].as<int8_t>(), shape4(ctx.outputs[0]),
+                pool_params(ctx.op.params_as_QuantPool2dParams()));
+}
+
+void avg_pool_run(const OpContext& ctx) {
+  avg_pool2d_s8(ctx.inputs[0].as<const int8_t>(), shape4(ctx.inputs[0]),
+                ctx.outputs[0].as<int8_t>(), shape4(ctx.outputs[0]),
+                pool_params(ctx.op.params_as_QuantPool2dParams()));
+}
+
+// ---- softmax over the last axis ----------------------------------------------
+
+Error softmax_check(const OpContext& ctx) {
+  TMCU_CHECK(check::operands(ctx, 1, 1, 1, DType::I8), Error::InvalidOp);
+  const schema::QuantSoftmaxParams p = ctx.op.params_as_QuantSoftmaxParams();
+  const TensorView& x = ctx.inputs[0];
+  TMCU_CHECK(p.valid() && x.rank >= 1 && check::same_dims(x, ctx.outputs[0]) &&
+                 p.input_left_shift() >= 0 && p.input_left_shift() <= 31 && p.diff_min() <= 0,
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void softmax_run(const OpContext& ctx) {
+  const TensorView& x = ctx.inputs[0];
+  const schema::QuantSoftmaxParams p = ctx.op.params_as_QuantSoftmaxParams();
+  const int32_t row = x.dims[x.rank - 1];
+  softmax_s8(x.as<const int8_t>(), int32_t(check::extent(x, 0, x.rank - 1)), row,
+             p.input_multiplier(), p.input_left_shift(), p.diff_min(),
+             ctx.outputs[0].as<int8_t>());
+}
+
+// ---- element-wise: quantize, dequantize, clamp, table lookup ------------------
+
+Error quantize_check(const OpContext& ctx) {
+  TMCU_CHECK(ctx.num_inputs == 1 && ctx.num_outputs == 1, Error::InvalidOp);
+  const TensorView& x = ctx.inputs[0];
+  const TensorView& y = ctx.outputs[0];
+  TMCU_CHECK(x.present() && x.dtype == DType::F32 && y.dtype == DType::I8 &&
+                 x.numel() == y.numel() && y.scale > 0.0f,
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void quantize_run(const OpContext& ctx) {
+  const TensorView& y = ctx.outputs[0];
+  quantize_f32_s8(ctx.inputs[0].as<const float>(), y.as<int8_t>(), y.numel(), y.scale,
+                  y.zero_point);
+}
+
+Error dequantize_check(const OpContext& ctx) {
+  TMCU_CHECK(ctx.num_inputs == 1 && ctx.num_outputs == 1, Error::InvalidOp);
+  const TensorView& x = ctx.inputs[0];
+  const TensorView& y = ctx.outputs[0];
+  TMCU_CHECK(x.present() && x.dtype == DType::I8 && y.dtype == DType::F32 &&
+                 x.numel() == y.numel(),
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void dequantize_run(const OpContext& ctx) {
+  const TensorView& x = ctx.inputs[0];
+  dequantize_s8_f32(x.as<const int8_t>(), ctx.outputs[0].as<float>(), x.numel(), x.scale,
+                    x.zero_point);
+}
+
+Error clamp_check(const OpContext& ctx) {
+  TMCU_CHECK(check::operands(ctx, 1, 1, 1, DType::I8), Error::InvalidOp);
+  const schema::QuantClampParams p = ctx.op.params_as_QuantClampParams();
+  TMCU_CHECK(p.valid() && act_ok(p.min(), p.max()) &&
+                 ctx.inputs[0].nbytes == ctx.outputs[0].nbytes,
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void clamp_run(const OpContext& ctx) {
+  const schema::QuantClampParams p = ctx.op.params_as_QuantClampParams();
+  clamp_s8(ctx.inputs[0].as<const int8_t>(), ctx.outputs[0].as<int8_t>(),
+           ctx.outputs[0].numel(), p.min(), p.max());
+}
+
+Error lut_check(const OpContext& ctx) {
+  TMCU_CHECK(check::operands(ctx, 2, 2, 1, DType::I8), Error::InvalidOp);
+  TMCU_CHECK(ctx.inputs[1].numel() == 256 && ctx.inputs[0].nbytes == ctx.outputs[0].nbytes,
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void lut_run(const OpContext& ctx) {
+  lut_s8(ctx.inputs[0].as<const int8_t>(), ctx.outputs[0].as<int8_t>(),
+         ctx.outputs[0].numel(), ctx.inputs[1].as<const int8_t>());
+}
+
+}  // namespace
+
+const Kernel kQuantizeS8 = {quantize_check, quantize_run};
+const Kernel kDequantizeS8 = {dequantize_check, dequantize_run};
+const Kernel kConv2dS8 = {conv2d_check, conv2d_run};
+const Kernel kDepthwiseConv2dS8 = {depthwise_check, depthwise_run};
+const Kernel kLinearS8 = {linear_check, linear_run};
+const Kernel kAddS8 = {add_check, add_run};
+const Kernel kMulS8 = {mul_check, mul_run};
+const Kernel kMaxPool2dS8 = {pool_check, max_pool_run};
+const Kernel kAvgPool2dS8 = {pool_check, avg_pool_run};
+const Kernel kSoftmaxS8 = {softmax_check, softmax_run};
+const Kernel kClampS8 = {clamp_check, clamp_run};
+const Kernel kLutS8 = {lut_check, lut_run};
+
+}  // namespace portable
+}  // namespace torchmcu

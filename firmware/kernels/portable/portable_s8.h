@@ -1,0 +1,134 @@
+// Int8 portable kernels: the integer arithmetic of CMSIS-NN and of TensorFlow
+// Lite Micro's reference kernels, bit for bit. aot/torchmcu/reference.py is
+// the NumPy twin of every function here and the expectation the tests use.
+//
+// Layouts as in portable_f32.h: activations NHWC, convolution weights OHWI,
+// depthwise weights [1][kh][kw][out_channels].
+//
+// Quantization: real = scale * (q - zero_point). Kernels take offsets, not
+// zero points: input_offset = -input_zero_point (added to each input value),
+// output_offset = output_zero_point (added after requantization). Outputs are
+// clamped to [act_min, act_max] (int8 values; a fused ReLU raises act_min).
+//
+// Requantization (requantize below) is CMSIS-NN's arm_nn_requantize, i.e.
+// TFLite's MultiplyByQuantizedMultiplier with double rounding: the real
+// multiplier is multiplier * 2^(shift - 31), multiplier in [2^30, 2^31) or 0,
+// shift in [-31, 30].
+#ifndef TORCHMCU_KERNELS_PORTABLE_S8_H_
+#define TORCHMCU_KERNELS_PORTABLE_S8_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/portable/portable_f32.h"
+
+namespace torchmcu {
+namespace portable {
+
+/// x * 2^max(shift, 0), then the rounding doubling high multiply by
+/// `multiplier` (round half away from zero, as arm_nn_doubling_high_mult_no_sat),
+/// then a rounding right shift by max(-shift, 0) (round half away from zero,
+/// as arm_nn_divide_by_power_of_two).
+int32_t requantize(int32_t x, int32_t multiplier, int32_t shift);
+
+struct QuantConvParams {
+  int32_t stride_h, stride_w;
+  int32_t pad_top, pad_left;
+  int32_t dilation_h, dilation_w;
+  int32_t input_offset;   // padded taps contribute 0 (they hold the zero point)
+  int32_t output_offset;
+  int32_t act_min, act_max;
+};
+
+/// acc = bias[c] + sum over taps and input channels of (in + input_offset) * w;
+/// out = clamp(requantize(acc, multiplier[c], shift[c]) + output_offset).
+/// bias may be null (zero). groups == 1.
+void conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+               int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
+               const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p);
+
+/// Depthwise: output channel c reads input channel c / depth_multiplier;
+/// requantization per output channel as conv2d_s8.
+void depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                         int32_t kernel_w, int32_t depth_multiplier, const int32_t* bias,
+                         const int32_t* multiplier, const int32_t* shift, int8_t* out,
+                         Shape4 out_shape, const QuantConvParams& p);
+
+/// out[b][o] = clamp(requantize(bias[o] + sum_i in[b][i] * w[o][i], m, s) + output_offset)
+/// where bias already includes input_offset * sum_i w[o][i] (the "kernel sums",
+/// folded ahead of time), and (m, s) = (multiplier[o], shift[o]) when
+/// num_requant == out_features, else (multiplier[0], shift[0]).
+void linear_s8(const int8_t* in, const int8_t* w, const int32_t* bias,
+               const int32_t* multiplier, const int32_t* shift, int32_t num_requant, int8_t* out,
+               int32_t batch, int32_t in_features, int32_t out_features, int32_t output_offset,
+               int32_t act_min, int32_t act_max);
+
+struct QuantAddParams {
+  int32_t input1_offset, input1_multiplier, input1_shift;
+  int32_t input2_offset, input2_multiplier, input2_shift;
+  int32_t left_shift;
+  int32_t output_multiplier, output_shift, output_offset;
+  int32_t act_min, act_max;
+};
+
+/// TFLite int8 ADD with broadcasting (dims as add_f32):
+///   a' = requantize((a + input1_offset) << left_shift, input1_multiplier, input1_shift)
+///   b' likewise; out = clamp(requantize(a' + b', output_multiplier, output_shift) + output_offset)
+/// (input shifts are <= 0 here, so requantize reduces to TFLite's
+/// MultiplyByQuantizedMultiplierSmallerThanOneExp).
+void add_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
+            int8_t* out, const int32_t* out_dims, int32_t rank, const QuantAddParams& p);
+
+struct QuantMulParams {
+  int32_t input1_offset, input2_offset;
+  int32_t output_multiplier, output_shift, output_offset;
+  int32_t act_min, act_max;
+};
+
+/// out = clamp(requantize((a + input1_offset) * (b + input2_offset), m, s) + output_offset),
+/// broadcasting as add_s8.
+void mul_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
+            int8_t* out, const int32_t* out_dims, int32_t rank, const QuantMulParams& p);
+
+struct QuantPoolParams {
+  int32_t kernel_h, kernel_w;
+  int32_t stride_h, stride_w;
+  int32_t pad_top, pad_left;
+  int32_t act_min, act_max;
+};
+
+/// Max over the in-bounds taps of each window, clamped. Same quantization in
+/// and out.
+void max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
+                   const QuantPoolParams& p);
+
+/// Sum of the in-bounds taps divided by their count, rounding half away from
+/// zero ((sum +- count/2) / count in integer division), clamped.
+void avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
+                   const QuantPoolParams& p);
+
+/// TFLite/CMSIS-NN int8 softmax over rows of `row_size` (output scale 1/256,
+/// zero point -128): fixed-point exp of (x - row max) scaled by
+/// (input_multiplier, input_left_shift), inputs with diff < diff_min give 0
+/// (-128), as arm_softmax_s8.
+void softmax_s8(const int8_t* in, int32_t num_rows, int32_t row_size, int32_t input_multiplier,
+                int32_t input_left_shift, int32_t diff_min, int8_t* out);
+
+/// out = clamp(round_half_away(in / scale) + zero_point, -128, 127), as TFLite's
+/// AffineQuantize (a float division, std::round).
+void quantize_f32_s8(const float* in, int8_t* out, size_t n, float scale, int32_t zero_point);
+
+/// out = (in - zero_point) * scale.
+void dequantize_s8_f32(const int8_t* in, float* out, size_t n, float scale, int32_t zero_point);
+
+/// out = min(max(in, lo), hi). in == out is allowed.
+void clamp_s8(const int8_t* in, int8_t* out, size_t n, int32_t lo, int32_t hi);
+
+/// out[i] = table[in[i] + 128]: any element-wise function, tabulated ahead of
+/// time. in == out is allowed.
+void lut_s8(const int8_t* in, int8_t* out, size_t n, const int8_t* table);
+
+}  // namespace portable
+}  // namespace torchmcu
+
+#endif  // TORCHMCU_KERNELS_PORTABLE_S8_H_

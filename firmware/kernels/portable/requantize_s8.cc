@@ -1,0 +1,12 @@
+#include "portable_s8.h"
+#include "requantize_s8.h"
+
+namespace torchmcu {
+namespace portable {
+
+int32_t requantize(int32_t x, int32_t multiplier, int32_t shift) {
+  return s8::requantize(x, multiplier, shift);
+}
+
+}  // namespace portable
+}  // namespace torchmcu

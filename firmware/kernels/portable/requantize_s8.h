@@ -1,0 +1,71 @@
+// Internal to the int8 portable kernels: inline fixed-point helpers shared by
+// requantize_s8.cc, conv2d_s8.cc, linear_s8.cc and binary_s8.cc, so the hot
+// loops inline them. Not part of the kernel API (see portable_s8.h).
+#ifndef TORCHMCU_KERNELS_PORTABLE_REQUANTIZE_S8_H_
+#define TORCHMCU_KERNELS_PORTABLE_REQUANTIZE_S8_H_
+
+#include <cstdint>
+
+namespace torchmcu {
+namespace portable {
+namespace s8 {
+
+// requantize() of portable_s8.h. The doubling high multiply of x * 2^left by
+// m is floor((x * m * 2^left + 2^30) / 2^31) (ties go up, which is what both
+// arm_nn_doubling_high_mult_no_sat and gemmlowp's nudged division compute),
+// evaluated exactly in 64 bits: floor((x * m + 2^(30 - left)) / 2^(31 - left)).
+// So a left shift never wraps (CMSIS-NN and TFLM wrap x * 2^left in 32 bits;
+// the exact result is only different where theirs overflowed) and the result
+// saturates to int32. The right shift rounds half away from zero as
+// arm_nn_divide_by_power_of_two: with t = hi - (hi < 0), t >> e plus bit
+// e - 1 of t. hi is never INT32_MIN for m in [0, 2^31), so t cannot wrap.
+inline int32_t requantize(int32_t x, int32_t multiplier, int32_t shift) {
+  const int64_t prod = static_cast<int64_t>(x) * multiplier;
+  if (shift > 0) {
+    const int32_t total = 31 - shift;
+    const int64_t r = (prod + (int64_t{1} << (total - 1))) >> total;
+    if (r > INT32_MAX) return INT32_MAX;
+    if (r < INT32_MIN) return INT32_MIN;
+    return static_cast<int32_t>(r);
+  }
+  const int32_t hi = static_cast<int32_t>((prod + (int64_t{1} << 30)) >> 31);
+  if (shift == 0) return hi;
+  const int32_t e = -shift;
+  const int32_t t = hi - (hi < 0 ? 1 : 0);
+  return (t >> e) + ((t >> (e - 1)) & 1);
+}
+
+// Requantize an accumulator and produce the int8 output: the clamp runs
+// before the output offset is added, against bounds lo = act_min - offset and
+// hi = act_max - offset, so a saturated value cannot overflow the addition.
+struct OutQuant {
+  int32_t offset, lo, hi;
+  OutQuant(int32_t output_offset, int32_t act_min, int32_t act_max)
+      : offset(output_offset), lo(act_min - output_offset), hi(act_max - output_offset) {}
+  int8_t operator()(int32_t v) const {
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    return static_cast<int8_t>(v + offset);
+  }
+};
+
+// Number of int32 accumulators the channel-chunked kernels keep on the stack.
+constexpr int32_t kAccChunk = 64;
+
+// Kernel taps [lo, hi) whose input coordinate start + k * dilation lies in
+// [0, size).
+inline void tap_range(int32_t start, int32_t size, int32_t kernel, int32_t dilation, int32_t* lo,
+                      int32_t* hi) {
+  int32_t l = start < 0 ? (-start + dilation - 1) / dilation : 0;
+  int32_t h = size - start <= 0 ? 0 : (size - start + dilation - 1) / dilation;
+  if (h > kernel) h = kernel;
+  if (l > h) l = h;
+  *lo = l;
+  *hi = h;
+}
+
+}  // namespace s8
+}  // namespace portable
+}  // namespace torchmcu
+
+#endif  // TORCHMCU_KERNELS_PORTABLE_REQUANTIZE_S8_H_

@@ -1,0 +1,147 @@
+"""The MLPerf Tiny reference models (examples/mlperf_tiny.py) in float32:
+compiled for the AN547 (Cortex-M55), run on the host runner (sanitizers on)
+and, for the small ones, as firmware in QEMU; compared with PyTorch. The
+report's memory plan must be near its lower bound and the layout changes
+(permutes) confined to the model's edges."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO, needs_arm_gcc, needs_qemu
+from torchmcu import runner
+from torchmcu.build import build_firmware
+from torchmcu.compiler import FLOAT_TOLERANCE, compile
+from torchmcu.errors import BuildError
+
+sys.path.insert(0, str(REPO / "examples"))
+import mlperf_tiny as mt  # noqa: E402
+
+BOARD = "mps3-an547"
+NAMES = ["ds_cnn", "mobilenet_v1", "resnet8", "autoencoder", "mobilenet_v2"]
+SAMPLE_SEED = 7  # the test sample; the example inputs and BN statistics use others
+
+# The autoencoder misses FLOAT_TOLERANCE by up to ~3x: ten dense layers (640- and
+# 128-wide dot products on un-normalized log-mel dB inputs around -30) summed
+# sequentially in float32 by portable::linear_f32. The host firmware is bit-exact
+# with a sequential float32 emulation of the model; its error against a float64
+# reference is 1e-5..2.5e-5 (PyTorch's own: 1e-6..1.2e-5). So it is checked
+# within 1e-4 of its output scale, and the tight check is a strict xfail below.
+TOLERANCE = {"autoencoder": {"rtol": 1e-5, "atol_scale": 1e-4}}
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., tuple[Any, torch.nn.Module]]:
+    """Compile each (model, board) once per session."""
+    cache: dict[tuple[str, str], tuple[Any, torch.nn.Module]] = {}
+
+    def get(name: str, board: str = BOARD) -> tuple[Any, torch.nn.Module]:
+        if (name, board) not in cache:
+            model, example = mt.MODELS[name]()
+            out = tmp_path_factory.mktemp(f"{name}-{board}")
+            cache[name, board] = (compile(model, example, board, out, progress=False), model)
+        return cache[name, board]
+
+    return get
+
+
+def _check_against_pytorch(out_dir: Path, model: torch.nn.Module, x: np.ndarray, outputs: list[np.ndarray],
+                           tol: dict[str, float] = FLOAT_TOLERANCE) -> None:
+    """x: one sample ([1, ...] like the example input); outputs: the runner's."""
+    expected = runner.reference(out_dir, runner.split_samples(runner.load_meta(out_dir), [x]))
+    mismatch, worst = runner.compare(outputs, expected, tol)
+    assert mismatch is None, f"{mismatch} (max abs error {worst})"
+    with torch.no_grad():  # and the eager module itself, not only its export
+        eager = model(torch.from_numpy(x)).numpy()[None]
+    mismatch, worst = runner.compare(outputs, [eager], tol)
+    assert mismatch is None, f"eager PyTorch: {mismatch} (max abs error {worst})"
+
+
+def test_model_table() -> None:
+    assert list(mt.MODELS) == NAMES
+    for name in NAMES:
+        model, (example,) = mt.MODELS[name]()
+        calib = mt.CALIBRATION[name](4, 1)
+        assert calib.shape == (4, *example.shape[1:]) and calib.dtype == np.float32
+        np.testing.assert_array_equal(calib, mt.CALIBRATION[name](4, 1))  # seeded
+        assert not np.array_equal(calib, mt.CALIBRATION[name](4, 2))
+        bns = [m for m in model.modules() if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d))]
+        assert bns and not model.training
+        for bn in bns:  # non-trivial statistics: folding them matters
+            assert not torch.allclose(bn.running_var, torch.ones_like(bn.running_var))
+            assert not torch.allclose(bn.running_mean, torch.zeros_like(bn.running_mean))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_float_on_host(name: str, compiled, host_runner: Path) -> None:
+    c, model = compiled(name)
+    x = mt.CALIBRATION[name](1, SAMPLE_SEED)
+    res = runner.run(c.out_dir, [x], sim="host")
+    assert res.exit_code == 0, res.raw[-3000:]
+    _check_against_pytorch(c.out_dir, model, x, res.outputs, TOLERANCE.get(name, FLOAT_TOLERANCE))
+
+
+@pytest.mark.xfail(strict=True, reason="sequential float32 accumulation in linear_f32: the autoencoder's "
+                   "error is 1-3.5x FLOAT_TOLERANCE on most samples (see TOLERANCE)")
+def test_autoencoder_within_float_tolerance(compiled, host_runner: Path) -> None:
+    c, _ = compiled("autoencoder")
+    xs = mt.calibration_autoencoder(8, SAMPLE_SEED)[:, None]  # 8 samples of [1, 640]
+    res = runner.run(c.out_dir, [xs], sim="host")
+    assert res.exit_code == 0, res.raw[-3000:]
+    expected = runner.reference(c.out_dir, runner.split_samples(runner.load_meta(c.out_dir), [xs]))
+    # One sample at a time: compare() scales atol by the largest output of the whole batch.
+    bad = [(i, str(m)) for i in range(len(xs))
+           for m in [runner.compare([res.outputs[0][i:i + 1]], [expected[0][i:i + 1]], FLOAT_TOLERANCE)[0]] if m]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_report_memory_and_layout(name: str, compiled) -> None:
+    c, model = compiled(name)
+    r = c.report
+    for region in r["memory"]["regions"]:
+        ratio = region["planned_bytes"] / region["lower_bound_bytes"]
+        assert ratio <= 1.05, f"{name}: arena {region} is {ratio:.3f}x its lower bound"
+    permutes = [op for op in r["ops"] if op["kind"] == "permute"]
+    assert len(permutes) <= 2, f"{name}: {len(permutes)} permutes: {[op['name'] for op in permutes]}"
+    assert r["macs"] >= mt.count_macs(model, mt.MODELS[name]()[1]) > 0
+
+
+AE_ON_AN547 = pytest.param(
+    "autoencoder", marks=pytest.mark.xfail(
+        strict=True, raises=BuildError,
+        reason="float32 weights (1.07 MB) exceed the AN547's 512 KiB ITCM, the only memory its layout "
+               "puts .rodata in; the link fails (the int8 model, ~270 KB, fits)"))
+
+
+@needs_qemu
+@needs_arm_gcc
+@pytest.mark.parametrize("name", ["ds_cnn", "resnet8", AE_ON_AN547])
+def test_float_in_qemu(name: str, compiled) -> None:
+    _run_in_qemu(name, BOARD, compiled)
+
+
+@needs_qemu
+@needs_arm_gcc
+def test_autoencoder_in_qemu_on_an505(compiled) -> None:
+    """The autoencoder's weights fit the AN505's 4 MiB code SSRAM (Cortex-M33)."""
+    _run_in_qemu("autoencoder", "mps2-an505", compiled)
+
+
+def _run_in_qemu(name: str, board: str, compiled) -> None:
+    c, model = compiled(name, board)
+    build_firmware(c.out_dir)
+    x = mt.CALIBRATION[name](1, SAMPLE_SEED)
+    res = runner.run(c.out_dir, [x], sim="qemu", profile=True)
+    assert res.exit_code == 0, res.raw[-3000:]
+    _check_against_pytorch(c.out_dir, model, x, res.outputs, TOLERANCE.get(name, FLOAT_TOLERANCE))
+    total = res.instructions(res.sample_ticks[0])
+    ops = [res.instructions(t) for t in res.op_ticks]
+    assert len(ops) == len(c.report["ops"]) and 0.9 * total <= sum(ops) <= total
+    assert total > c.report["macs"]  # float32 portable kernels: several instructions per MAC
