@@ -8,18 +8,19 @@ random (not trained); batch-norm statistics are seeded and non-trivial: the
 running mean/variance are measured on a seeded calibration batch and gamma/beta
 drawn at random, so activations stay well scaled and folding matters.
 
-    model        input (NCHW)      params    MACs        notes
-    ds_cnn       [1, 1, 49, 10]    24,908    2,656,268   KWS, 12 classes
-    mobilenet_v1 [1, 3, 96, 96]    221,794   7,489,664   VWW, alpha 0.25, 2 classes
-    resnet8      [1, 3, 32, 32]    78,666    12,501,632  CIFAR-10, 10 classes
-    autoencoder  [1, 640]          269,992   264,832     ToyCar anomaly detection
-    mobilenet_v2 [1, 3, 96, 96]    410,034   11,279,384  alpha 0.35, 2 classes
+    model         input           params   (Keras)     MACs         arena (float32)  task
+    ds_cnn        [1, 1, 49, 10]   23,756   (24,908)    2,656,768     64,000 B        KWS, 12 classes
+    mobilenet_v1  [1, 3, 96, 96]  216,322  (221,794)    7,489,664    221,184 B        VWW, alpha 0.25, 2 classes
+    resnet8       [1, 3, 32, 32]   78,186   (78,666)   12,501,632    196,608 B        CIFAR-10, 10 classes
+    autoencoder   [1, 640]        267,928  (269,992)      264,192      3,072 B        ToyCar anomaly detection
+    mobilenet_v2  [1, 3, 96, 96]  398,690  (412,770)   10,656,688    552,960 B        alpha 0.35, 2 classes
 
-"params" counts PyTorch parameters (weights, biases, BN gamma/beta; not the BN
-running statistics). MACs count conv and linear multiply-accumulates (what
-torchmcu's report calls `macs` for those ops; `count_macs` below). Keras
-summaries of the same models show more parameters because they count the BN
-moving mean/variance too.
+"params" counts PyTorch parameters (weights, biases, BN gamma/beta); "(Keras)"
+adds the BN moving mean/variance, as a Keras model summary of the reference
+counts them. MACs are the conv and linear multiply-accumulates (`count_macs`
+below; torchmcu's report gives the same). "arena" is torchmcu's planned float32
+activation arena for mps3-an547 (each equal to the planner's lower bound when
+written). `python examples/mlperf_tiny.py` prints the first columns.
 
 Deviations from the references, all shape-preserving:
   * TensorFlow's padding='same' pads asymmetrically when the total padding is
@@ -237,7 +238,7 @@ def _mfcc_like(rng: np.random.RandomState, n: int, frames: int = 49, coeffs: int
     m = np.arange(mel_bins)[None, :]
     dct = 2.0 * np.cos(np.pi * k * (2 * m + 1) / (2 * mel_bins)) / np.sqrt(2.0 * mel_bins)  # DCT-II, TF scaling
     mfcc = log_mel @ dct.T
-    return mfcc[:, None].astype(np.float32)  # [n, 1, 49, 10]
+    return mfcc[:, None].astype(np.float32)  # [n, 1, 49, 10]: NCHW, one channel
 
 
 def _images(rng: np.random.RandomState, n: int, size: int, scale: float) -> np.ndarray:
@@ -248,16 +249,21 @@ def _images(rng: np.random.RandomState, n: int, size: int, scale: float) -> np.n
     return (np.clip(img, 0, 1) * scale).astype(np.float32)
 
 
+# calibration_<name>(n, seed): float32 [n, *input_shape], i.e. n samples each shaped
+# like the example input (batch axis of 1 included): what runner.run takes as a
+# batch and compile(quant="int8", calibration=...) takes as a calibration set.
+
+
 def calibration_ds_cnn(n: int, seed: int = 0) -> np.ndarray:
-    return _mfcc_like(np.random.RandomState(seed), n)
+    return _mfcc_like(np.random.RandomState(seed), n)[:, None]  # [n, 1, 1, 49, 10]
 
 
 def calibration_mobilenet_v1(n: int, seed: int = 0) -> np.ndarray:
-    return _images(np.random.RandomState(seed), n, 96, 1.0)  # VWW reference: pixels / 255
+    return _images(np.random.RandomState(seed), n, 96, 1.0)[:, None]  # VWW reference: pixels / 255
 
 
 def calibration_resnet8(n: int, seed: int = 0) -> np.ndarray:
-    return _images(np.random.RandomState(seed), n, 32, 255.0)  # IC reference: raw 0..255 floats
+    return _images(np.random.RandomState(seed), n, 32, 255.0)[:, None]  # IC reference: raw 0..255 floats
 
 
 def calibration_autoencoder(n: int, seed: int = 0) -> np.ndarray:
@@ -265,11 +271,11 @@ def calibration_autoencoder(n: int, seed: int = 0) -> np.ndarray:
     rng = np.random.RandomState(seed)
     band = -30.0 + np.cumsum(rng.normal(0, 1.0, size=(n, 1, 128)), axis=2) + rng.normal(0, 8, size=(n, 1, 1))
     frames = band + rng.normal(0, 3.0, size=(n, 5, 128))
-    return frames.reshape(n, 640).astype(np.float32)
+    return frames.reshape(n, 1, 640).astype(np.float32)
 
 
 def calibration_mobilenet_v2(n: int, seed: int = 0) -> np.ndarray:
-    return _images(np.random.RandomState(seed), n, 96, 1.0)
+    return _images(np.random.RandomState(seed), n, 96, 1.0)[:, None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,8 +302,8 @@ def _init(model: nn.Module, calibration: np.ndarray, seed: int) -> nn.Module:
 def _make(cls: Callable[[], nn.Module], calibration: Callable[[int, int], np.ndarray], seed: int,
           n_stats: int = 32) -> tuple[nn.Module, tuple[torch.Tensor]]:
     torch.manual_seed(seed)
-    model = _init(cls(), calibration(n_stats, seed + 1), seed)
-    example = torch.from_numpy(calibration(1, seed + 2))
+    model = _init(cls(), calibration(n_stats, seed + 1)[:, 0], seed)  # one batch of n_stats
+    example = torch.from_numpy(calibration(1, seed + 2)[0])
     return model, (example,)
 
 

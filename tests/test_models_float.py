@@ -53,12 +53,12 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., tuple[An
 
 def _check_against_pytorch(out_dir: Path, model: torch.nn.Module, x: np.ndarray, outputs: list[np.ndarray],
                            tol: dict[str, float] = FLOAT_TOLERANCE) -> None:
-    """x: one sample ([1, ...] like the example input); outputs: the runner's."""
+    """x: [n, *input_shape] (samples along axis 0); outputs: the runner's."""
     expected = runner.reference(out_dir, runner.split_samples(runner.load_meta(out_dir), [x]))
     mismatch, worst = runner.compare(outputs, expected, tol)
     assert mismatch is None, f"{mismatch} (max abs error {worst})"
     with torch.no_grad():  # and the eager module itself, not only its export
-        eager = model(torch.from_numpy(x)).numpy()[None]
+        eager = np.stack([model(torch.from_numpy(s)).numpy() for s in x])
     mismatch, worst = runner.compare(outputs, [eager], tol)
     assert mismatch is None, f"eager PyTorch: {mismatch} (max abs error {worst})"
 
@@ -68,7 +68,7 @@ def test_model_table() -> None:
     for name in NAMES:
         model, (example,) = mt.MODELS[name]()
         calib = mt.CALIBRATION[name](4, 1)
-        assert calib.shape == (4, *example.shape[1:]) and calib.dtype == np.float32
+        assert calib.shape == (4, *example.shape) and calib.dtype == np.float32
         np.testing.assert_array_equal(calib, mt.CALIBRATION[name](4, 1))  # seeded
         assert not np.array_equal(calib, mt.CALIBRATION[name](4, 2))
         bns = [m for m in model.modules() if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d))]
@@ -91,7 +91,7 @@ def test_float_on_host(name: str, compiled, host_runner: Path) -> None:
                    "error is 1-3.5x FLOAT_TOLERANCE on most samples (see TOLERANCE)")
 def test_autoencoder_within_float_tolerance(compiled, host_runner: Path) -> None:
     c, _ = compiled("autoencoder")
-    xs = mt.calibration_autoencoder(8, SAMPLE_SEED)[:, None]  # 8 samples of [1, 640]
+    xs = mt.calibration_autoencoder(8, SAMPLE_SEED)  # 8 samples of [1, 640]
     res = runner.run(c.out_dir, [xs], sim="host")
     assert res.exit_code == 0, res.raw[-3000:]
     expected = runner.reference(c.out_dir, runner.split_samples(runner.load_meta(c.out_dir), [xs]))

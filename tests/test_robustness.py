@@ -227,11 +227,6 @@ def _set(obj: dict, **kw) -> None:
     obj.update(kw)
 
 
-def _arena_offset_past_end(t: dict) -> None:
-    arena_size = t["__arena_size"]
-    t["offset"] = arena_size - t["nbytes"] + 4  # 4 bytes past the end, still aligned
-
-
 def _bogus_union_schema() -> schema.Schema:
     """The schema with one more OpParams member, for a union type the runtime
     does not know (17)."""
@@ -272,8 +267,8 @@ def _mutations() -> list[tuple[str, object, int]]:
         ("rank_7", lambda tr: _set(_tensor(tr, "ARENA"), dims=[1, 1, 1, 2, 6, 6, 1]), INVALID_TENSOR),
         ("dims_product_overflows",
          lambda tr: _set(_tensor(tr, "ARENA"), dims=[65536, 65536, 65536, 65536], nbytes=0), INVALID_TENSOR),
-        ("dims_product_wraps_to_nbytes",  # 2^32 * 288 / 4 wraps a 32-bit product to the right size
-         lambda tr: _set(_tensor(tr, "ARENA"), dims=[65536, 65536, 72]), INVALID_TENSOR),
+        ("dims_product_wraps_to_nbytes",  # 4 * 8 * 134217737 = 2^32 + 288: a 32-bit product wraps to nbytes
+         lambda tr: _set(_tensor(tr, "ARENA"), dims=[8, 134217737]), INVALID_TENSOR),
         ("unknown_dtype", lambda tr: _set(_tensor(tr, "ARENA"), dtype=9), INVALID_TENSOR),
         ("unknown_region", lambda tr: _set(_tensor(tr, "ARENA"), region=2), INVALID_TENSOR),
         ("arena_index_out_of_range", lambda tr: _set(_tensor(tr, "ARENA"), arena=1), INVALID_TENSOR),
@@ -427,8 +422,10 @@ def test_structural_fuzz_never_crashes(host_runner: Path, program: Program) -> N
         tree = copy.deepcopy(program.tree)
         for _ in range(rng.randint(1, 3)):
             _tree_edit(tree, rng)
-        variants.append((f"seed {SEED + 1} tree edit #{k}: ops {[(op['code'], op['inputs'], op['outputs'], op['params']) for op in tree['ops']]} tensors {tree['tensors']}",
-                         serialize.to_pte(tree, program.segment)))
+        # The name carries the edited tree, so a failure can be reproduced from the report.
+        ops = [(op["code"], op["inputs"], op["outputs"], op["params"]) for op in tree["ops"]]
+        name = f"seed {SEED + 1} tree edit #{k}: ops {ops} tensors {tree['tensors']}"
+        variants.append((name, serialize.to_pte(tree, program.segment)))
     outcomes = run_variants(host_runner, program, variants)
     assert_no_crash(outcomes)
     statuses = {o.status for o in outcomes}

@@ -381,23 +381,24 @@ class _Layout:
         x = n.inputs[0]
         a = n.attrs
         s_out, zp_out = a["out_q"]
-        shape = self.g.shapes[n.out]
         xin = self.get(x, NHWC, n)  # type: ignore[arg-type]
-        out = self.activation(n.name, tuple(shape[d] for d in NHWC), like=n.out)
-        lo, hi = _act_q(a.get("act", (-INF, INF)), s_out, zp_out)
+        batch, channels, h, w = self.g.shapes[x]  # type: ignore[index]
+        lo, hi = _act_q(a.get("act", (-np.inf, np.inf)), s_out, zp_out)
         if n.op == "qmean":  # a global average pool: the window is the whole plane
-            _, _, h, w = self.g.shapes[x]  # type: ignore[index]
             params = {"kernel_h": h, "kernel_w": w, "stride_h": 1, "stride_w": 1, "pad_top": 0, "pad_left": 0}
-            out = self.activation(n.name, (shape[0], 1, 1, self.g.shapes[x][1]), like=n.out)  # type: ignore[index]
+            out_nhwc = (batch, 1, 1, channels)
             code = "AVG_POOL2D_S8"
         else:
             params = {"kernel_h": a["kernel"][0], "kernel_w": a["kernel"][1], "stride_h": a["stride"][0],
                       "stride_w": a["stride"][1], "pad_top": a["padding"][0], "pad_left": a["padding"][1]}
+            shape = self.g.shapes[n.out]
+            out_nhwc = tuple(shape[d] for d in NHWC)
             code = "MAX_POOL2D_S8" if n.op == "qmax_pool2d" else "AVG_POOL2D_S8"
+        out = self.activation(n.name, out_nhwc, like=n.out)
         params.update(act_min=lo, act_max=hi)
         self.emit(code, [xin], [out], ("QuantPool2dParams", params), n, n.op[1:])
-        if n.op == "qmean" and len(shape) == 2:  # keepdim=False: [n, 1, 1, c] holds [n, c]'s bytes
-            self.val[n.out] = (self.alias(out, shape), (0, 1))
+        if n.op == "qmean" and len(self.g.shapes[n.out]) == 2:  # keepdim=False: [n, 1, 1, c] holds [n, c]
+            self.val[n.out] = (self.alias(out, self.g.shapes[n.out]), (0, 1))
         else:
             self.val[n.out] = (out, NHWC)
 
@@ -440,6 +441,9 @@ class _Layout:
     def dequantize(self, n: Node) -> None:
         x = n.inputs[0]
         tid, perm = self.val[x]  # type: ignore[index]
+        if self.g.is_output(n.out):  # reorder the int8 bytes, a quarter of the float ones
+            perm = _identity(len(self.g.shapes[x]))  # type: ignore[index]
+            tid = self.get(x, perm, n)  # type: ignore[arg-type]
         out = self.activation(n.name, self.p.tensors[tid].dims)
         self.emit("DEQUANTIZE_S8", [tid], [out], None, n, "dequantize")
         self.val[n.out] = (out, perm)

@@ -182,10 +182,17 @@ def lsb_error(out_dir: str | Path, got: list[np.ndarray], samples: list[list[np.
     torch_out = reference(out_dir, samples)
     steps = []
     for k, index in enumerate(prog["outputs"]):
-        # The output is a dequantize of an int8 tensor: its step is that scale.
-        producer = next((op for op in prog["ops"] if index in op["outputs"]), None)
-        src = prog["tensors"][producer["inputs"][0]] if producer and producer["code"] == "DEQUANTIZE_S8" else None
-        scale = src["scale"] if src else 0.0
+        # The output is a dequantize of an int8 tensor (maybe moved after it):
+        # its step is that tensor's scale.
+        scale, t = 0.0, index
+        while True:
+            producer = next((op for op in prog["ops"] if t in op["outputs"]), None)
+            if producer is None or producer["code"] not in ("DEQUANTIZE_S8", "PERMUTE", "COPY"):
+                break
+            t = producer["inputs"][0]
+            if producer["code"] == "DEQUANTIZE_S8":
+                scale = prog["tensors"][t]["scale"]
+                break
         err = float(np.abs(got[k].astype(np.float64) - torch_out[k]).max(initial=0.0))
         steps.append(err / scale if scale else float("nan"))
     return steps

@@ -38,10 +38,18 @@ bool window_ok(int32_t in, int32_t out, int32_t k, int32_t stride, int32_t pad, 
   return span >= 0 && out == span / stride + 1;
 }
 
-// ---- conv2d / depthwise: x, w, bias, multiplier, shift ----------------------
+// ---- conv2d / depthwise: x, w, bias, multiplier, shift [, scratch] ------------
+// The optional scratch operand is planned RAM for kernels that need it
+// (CMSIS-NN's); the portable kernels need none and ignore it.
+
+bool operand_count_ok(const OpContext& ctx) {
+  if (ctx.num_outputs != 1) return false;
+  if (ctx.num_inputs == 5) return true;
+  return ctx.num_inputs == 6 && ctx.inputs[5].present() && ctx.inputs[5].dtype == DType::I8;
+}
 
 Error conv_common_check(const OpContext& ctx, int32_t kh, int32_t kw, int32_t out_channels) {
-  TMCU_CHECK(ctx.num_inputs == 5 && ctx.num_outputs == 1, Error::InvalidOp);
+  TMCU_CHECK(operand_count_ok(ctx), Error::InvalidOp);
   const schema::QuantConv2dParams p = ctx.op.params_as_QuantConv2dParams();
   TMCU_CHECK(p.valid(), Error::InvalidOp);
   const TensorView& x = ctx.inputs[0];
@@ -72,7 +80,7 @@ QuantConvParams conv_params(const schema::QuantConv2dParams& p) {
 }
 
 Error conv2d_check(const OpContext& ctx) {
-  TMCU_CHECK(ctx.num_inputs == 5, Error::InvalidOp);
+  TMCU_CHECK(operand_count_ok(ctx), Error::InvalidOp);
   const TensorView& w = ctx.inputs[1];
   TMCU_CHECK(check::is(w, DType::I8, 4) && w.dims[3] == ctx.inputs[0].dims[3], Error::InvalidOp);
   return conv_common_check(ctx, w.dims[1], w.dims[2], w.dims[0]);
@@ -88,7 +96,7 @@ void conv2d_run(const OpContext& ctx) {
 }
 
 Error depthwise_check(const OpContext& ctx) {
-  TMCU_CHECK(ctx.num_inputs == 5, Error::InvalidOp);
+  TMCU_CHECK(operand_count_ok(ctx), Error::InvalidOp);
   const TensorView& w = ctx.inputs[1];
   TMCU_CHECK(check::is(w, DType::I8, 4) && w.dims[0] == 1, Error::InvalidOp);
   TMCU_TRY(conv_common_check(ctx, w.dims[1], w.dims[2], w.dims[3]));
@@ -109,9 +117,10 @@ void depthwise_run(const OpContext& ctx) {
 }
 
 // ---- linear: x [..., in], w [out, in], bias (kernel sums folded), mult, shift
+// [, scratch]
 
 Error linear_check(const OpContext& ctx) {
-  TMCU_CHECK(ctx.num_inputs == 5 && ctx.num_outputs == 1, Error::InvalidOp);
+  TMCU_CHECK(operand_count_ok(ctx), Error::InvalidOp);
   const schema::QuantLinearParams p = ctx.op.params_as_QuantLinearParams();
   TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && p.output_offset() >= -128 &&
                  p.output_offset() <= 127,

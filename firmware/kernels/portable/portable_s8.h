@@ -26,9 +26,12 @@ namespace torchmcu {
 namespace portable {
 
 /// x * 2^max(shift, 0), then the rounding doubling high multiply by
-/// `multiplier` (round half away from zero, as arm_nn_doubling_high_mult_no_sat),
-/// then a rounding right shift by max(-shift, 0) (round half away from zero,
-/// as arm_nn_divide_by_power_of_two).
+/// `multiplier` (floor((v * multiplier + 2^30) / 2^31): ties round up, as
+/// arm_nn_doubling_high_mult_no_sat and TFLite's
+/// SaturatingRoundingDoublingHighMul), then a rounding right shift by
+/// max(-shift, 0) (round half away from zero, as
+/// arm_nn_divide_by_power_of_two). Exact for every int32 x: where x * 2^shift
+/// would overflow int32 (CMSIS-NN and TFLite wrap) the result saturates.
 int32_t requantize(int32_t x, int32_t multiplier, int32_t shift);
 
 struct QuantConvParams {
@@ -103,14 +106,17 @@ void max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_sh
                    const QuantPoolParams& p);
 
 /// Sum of the in-bounds taps divided by their count, rounding half away from
-/// zero ((sum +- count/2) / count in integer division), clamped.
+/// zero ((sum +- count/2) / count in integer division), clamped. A window with
+/// no in-bounds tap outputs clamp(0).
 void avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
                    const QuantPoolParams& p);
 
 /// TFLite/CMSIS-NN int8 softmax over rows of `row_size` (output scale 1/256,
 /// zero point -128): fixed-point exp of (x - row max) scaled by
 /// (input_multiplier, input_left_shift), inputs with diff < diff_min give 0
-/// (-128), as arm_softmax_s8.
+/// (-128), as arm_softmax_s8. Exact for row_size < 8192; a row whose sum of
+/// exponentials reaches 2^28 (where CMSIS-NN and TFLite would shift by more
+/// than 31) outputs -128 throughout.
 void softmax_s8(const int8_t* in, int32_t num_rows, int32_t row_size, int32_t input_multiplier,
                 int32_t input_left_shift, int32_t diff_min, int8_t* out);
 
