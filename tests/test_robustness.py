@@ -509,9 +509,6 @@ def test_non_tensor_example_input_is_a_clear_error(tmp_path: Path, example: tupl
     assert f"example input {bad}" in msg and type(example[bad]).__name__ in msg and "Tensor" in msg, msg
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="compiler.compile calls tuple() on a bare non-tensor example input: "
-                          "TypeError 'float' object is not iterable instead of a TorchMCUError")
 def test_bare_scalar_example_input_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(TorchMCUError, match="example input"):
         compile(nn.Linear(5, 3), 3.0, BOARD, tmp_path, progress=False)

@@ -347,7 +347,7 @@ def board_sources() -> list[Path]:
 # Linker script
 # ---------------------------------------------------------------------------
 
-def linker_script(board: Board, arenas: dict[str, str] | None = None) -> str:
+def linker_script(board: Board, arenas: dict[str, str] | None = None, program_memory: str | None = None) -> str:
     """Generate a GNU ld script for ``board``.
 
     Layout: vector table, .text, .rodata (model programs in
@@ -363,6 +363,12 @@ def linker_script(board: Board, arenas: dict[str, str] | None = None) -> str:
     """
     arenas = dict(arenas or {})
     code = board.memory(board.code_memory)
+    # Programs too large for the code memory go to another that may hold
+    # read-only data ("rodata" in its holds), in a loaded section of their own.
+    program = board.memory(program_memory) if program_memory else code
+    if program is not code and "rodata" not in program.holds:
+        able = ", ".join(m.name for m in board.memories if "rodata" in m.holds)
+        raise BoardError(f"memory {program.name!r} of board {board.name!r} cannot hold programs; memories that can: {able}")
     data = board.memory(board.data_memory)
 
     arena_sections: list[tuple[str, Memory]] = []
@@ -414,16 +420,27 @@ def linker_script(board: Board, arenas: dict[str, str] | None = None) -> str:
     add("    *(.glue_7 .glue_7t .vfp11_veneer .v4_bx)")
     add("  } > " + code.name)
     add("")
+    if program is not code:
+        add("  /* Model programs in their own memory (see program_memory). */")
+        add("  .tmcu_program : ALIGN(16)")
+        add("  {")
+        add("    __tmcu_program_start = .;")
+        add("    KEEP(*(SORT_BY_NAME(.rodata.tmcu_program*)))")
+        add("    . = ALIGN(16);")
+        add("    __tmcu_program_end = .;")
+        add(f"  }} > {program.name}")
+        add("")
     add("  .rodata : ALIGN(16)")
     add("  {")
     add("    /* Model programs: first, on a 16-byte boundary; kept even if only")
     add("       reached through tables the linker cannot see. Each object")
     add("       carries its own alignment (emit them with alignas(16)). */")
-    add("    . = ALIGN(16);")
-    add("    __tmcu_program_start = .;")
-    add("    KEEP(*(SORT_BY_NAME(.rodata.tmcu_program*)))")
-    add("    . = ALIGN(16);")
-    add("    __tmcu_program_end = .;")
+    if program is code:
+        add("    . = ALIGN(16);")
+        add("    __tmcu_program_start = .;")
+        add("    KEEP(*(SORT_BY_NAME(.rodata.tmcu_program*)))")
+        add("    . = ALIGN(16);")
+        add("    __tmcu_program_end = .;")
     add("    *(.rodata .rodata.* .gnu.linkonce.r.*)")
     add("    . = ALIGN(4);")
     add("  } > " + code.name)

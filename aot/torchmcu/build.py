@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -115,12 +116,17 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
     fw = out / "fw"
     fw.mkdir(exist_ok=True)
     arenas = {a["section"]: a["name"] for a in meta["arenas"]}
-    _write_if_changed(fw / "firmware.ld", linker_script(board, arenas))
+    _write_if_changed(fw / "firmware.ld", linker_script(board, arenas, meta.get("program_memory")))
     _write_if_changed(fw / "Makefile", _makefile(board, out, opt))
     cmd = ["make", "-s", "-f", str(fw / "Makefile"), f"-j{jobs or os.cpu_count() or 1}"]
     proc = subprocess.run(cmd, capture_output=not verbose, text=True)
     if proc.returncode != 0:
-        raise BuildError(f"firmware build failed ({' '.join(cmd)}):\n{proc.stdout or ''}{proc.stderr or ''}")
+        log = f"{proc.stdout or ''}{proc.stderr or ''}"
+        overflow = re.search(r"region [`'](\w+)' overflowed by (\d+) bytes", log)
+        if overflow:
+            raise BuildError(f"the firmware does not fit board {board.name}: memory {overflow.group(1)} "
+                             f"overflowed by {int(overflow.group(2)):,} bytes\n{log}")
+        raise BuildError(f"firmware build failed ({' '.join(cmd)}):\n{log}")
     return out / "firmware.elf"
 
 

@@ -140,6 +140,23 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from .tflite_export import export_tflite, summary
+
+    pte_path = Path(args.dir) / "model.pte"
+    if not pte_path.is_file():
+        raise TorchMCUError(f"{pte_path} not found: pass a build directory written by `torchmcu compile`")
+    data = export_tflite(pte_path.read_bytes())
+    out = Path(args.tflite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data)
+    s = summary(data)
+    ops = ", ".join(f"{name} x{n}" for name, n in sorted(s["op_counts"].items(), key=lambda e: (-e[1], e[0])))
+    print(f"wrote {out}: {s['bytes']:,} bytes, {s['operators']} operators, {s['tensors']} tensors "
+          f"({s['inputs']} input(s), {s['outputs']} output(s))\n  {ops}")
+    return 0
+
+
 def cmd_boards(args: argparse.Namespace) -> int:
     from .boards import list_boards, load_board
 
@@ -186,6 +203,11 @@ def make_parser() -> argparse.ArgumentParser:
     i.add_argument("program")
     i.add_argument("--values", action="store_true", help="also print constant values (abridged)")
     i.set_defaults(fn=cmd_inspect)
+
+    e = sub.add_parser("export", help="write a compiled int8 program as a TensorFlow Lite model")
+    e.add_argument("dir", help="build directory holding model.pte")
+    e.add_argument("--tflite", required=True, metavar="OUT.tflite", help="the .tflite file to write")
+    e.set_defaults(fn=cmd_export)
 
     bl = sub.add_parser("boards", help="list the known boards")
     bl.set_defaults(fn=cmd_boards)

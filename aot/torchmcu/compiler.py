@@ -51,6 +51,26 @@ def choose_arena_memory(board: Board, size: int) -> str:
         f"board {board.name} that can hold arenas has {best} bytes (short by {size - best})")
 
 
+# Room left in the code memory for the runtime, kernels and startup when a
+# program shares it.
+CODE_RESERVE = 128 * 1024
+
+
+def choose_program_memory(board: Board, size: int, quant: str = "float32") -> str:
+    """The code memory when the program fits beside the code, else the
+    fastest memory that may hold read-only data and has room."""
+    code = board.memory(board.code_memory)
+    if size + CODE_RESERVE <= code.size:
+        return code.name
+    others = sorted((m for m in board.memories if "rodata" in m.holds and m is not code), key=lambda m: m.speed)
+    for m in others:
+        if size <= m.size:
+            return m.name
+    hint = " (int8 quantization makes weights 4x smaller: --quant int8)" if quant == "float32" else ""
+    raise CompileError(f"the program is {size:,} bytes but no memory of board {board.name} that can hold "
+                       f"programs has room: {', '.join(f'{m.name} {m.size:,} B' for m in [code, *others])}{hint}")
+
+
 def _tensor_meta(t: Any, name: str) -> dict[str, Any]:
     return {"name": name, "shape": list(t.shape), "dtype": "float32"}
 
@@ -75,8 +95,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         raise CompileError(f"unknown quantization scheme {quant!r}; choose one of {', '.join(QUANT_SCHEMES)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if isinstance(example_inputs, torch.Tensor):
-        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)):
+        example_inputs = (example_inputs,)  # one input; capture() checks it is a tensor
     example_inputs = tuple(example_inputs)
 
     if quant == "int8":
@@ -92,7 +112,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     arena = serialize.ArenaSpec(choose_arena_memory(board, mem.arena_bytes), mem.arena_bytes)
     prog, segment = serialize.program_dict(pg, mem, arena)
     pte = serialize.to_pte(prog, segment)
-
+    program_memory = choose_program_memory(board, len(pte), quant)
     (out / "model.pte").write_bytes(pte)
     h, c = serialize.model_pte_sources(pte)
     (out / "model_pte.h").write_text(h)
@@ -110,6 +130,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     refs = ref if isinstance(ref, (tuple, list)) else (ref,)
     meta = {
         "board": board.name,
+        "program_memory": program_memory,
         "arenas": [{"name": arena.name, "section": serialize.arena_section(arena), "size": arena.size}],
         "inputs": [_tensor_meta(x, pg.tensors[t].name) for x, t in zip(example_inputs, pg.inputs)],
         "outputs": [_tensor_meta(r, f"output_{k}") for k, r in enumerate(refs)],

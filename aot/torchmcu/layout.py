@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from . import cmsis_nn
 from .errors import CompileError
 from .lower import Graph, Node, QConst
 
@@ -34,6 +35,8 @@ class PTensor:
     const: np.ndarray | None = None  # constants, already in physical layout
     scale: float = 0.0  # int8: real = scale * (q - zero_point)
     zero_point: int = 0
+    channel_scales: tuple[float, ...] = ()  # per-channel int8 weights
+    channel_axis: int = -1
 
     @property
     def nbytes(self) -> int:
@@ -325,8 +328,15 @@ class _Layout:
         else:
             code, wt = "CONV2D_S8", np.transpose(w.data, (0, 2, 3, 1))
         bias = _bias_q(b, s_in, s_w, cout)
-        ins = [xin, self.constant(f"{n.name}_weight", wt, "I8"), self.constant(f"{n.name}_bias", bias, "I32"),
+        wid = self.constant(f"{n.name}_weight", wt, "I8")
+        # Output channels: OHWI's first axis; the last of depthwise [1, kh, kw, C*m].
+        self.p.tensors[wid].channel_scales = tuple(float(v) for v in s_w)
+        self.p.tensors[wid].channel_axis = 3 if a["groups"] > 1 else 0
+        ins = [xin, wid, self.constant(f"{n.name}_bias", bias, "I32"),
                self.constant(f"{n.name}_multiplier", mult, "I32"), self.constant(f"{n.name}_shift", shift, "I32")]
+        nbytes = cmsis_nn.scratch_bytes(code, self.p.tensors[xin].dims, wt.shape, self.p.tensors[out].dims, params)
+        if nbytes > 0:  # CMSIS-NN's buffer (any ISA), planned RAM live during this op; int8 like `out`
+            ins.append(self.activation(f"{n.name}_scratch", (nbytes,), like=n.out))
         macs = int(np.prod(out_shape)) * int(w.shape[1]) * kh * kw
         self.emit(code, ins, [out], ("QuantConv2dParams", params), n, "conv2d", macs)
         self.val[n.out] = (out, NHWC)
@@ -347,9 +357,15 @@ class _Layout:
         # The kernel sums: input_offset * sum(w) folded into the bias ahead of time.
         bias = _bias_q(b, s_in, s_w, cout) + np.int64(-zp_in) * w.data.astype(np.int64).sum(1)
         lo, hi = _act_q(n.attrs["act"], s_out, zp_out)
-        ins = [xin, self.constant(f"{n.name}_weight", w.data, "I8"), self.constant(f"{n.name}_bias", bias, "I32"),
+        wid = self.constant(f"{n.name}_weight", w.data, "I8")
+        self.p.tensors[wid].channel_scales = tuple(float(v) for v in s_w)
+        self.p.tensors[wid].channel_axis = 0
+        ins = [xin, wid, self.constant(f"{n.name}_bias", bias, "I32"),
                self.constant(f"{n.name}_multiplier", mult, "I32"), self.constant(f"{n.name}_shift", shift, "I32")]
         params = {"input_offset": -zp_in, "output_offset": zp_out, "act_min": lo, "act_max": hi}
+        nbytes = cmsis_nn.scratch_bytes("LINEAR_S8", self.p.tensors[xin].dims, w.shape, shape, params)
+        if nbytes > 0:  # as qconv2d (none today: MVE's kernel sums are the folded bias)
+            ins.append(self.activation(f"{n.name}_scratch", (nbytes,), like=n.out))
         self.emit("LINEAR_S8", ins, [out], ("QuantLinearParams", params), n, "linear",
                   int(np.prod(shape)) * int(w.shape[1]))
         self.val[n.out] = (out, _identity(len(shape)))

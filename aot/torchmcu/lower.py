@@ -417,8 +417,9 @@ def to_graph(ep: torch.export.ExportedProgram) -> Graph:
 
 
 def fold_batch_norm(g: Graph) -> None:
-    """conv -> batch_norm becomes one conv with scaled weights; a batch norm
-    after anything else becomes a per-channel multiply-add."""
+    """conv -> batch_norm (or linear -> batch_norm over features) becomes one
+    op with scaled weights; a batch norm after anything else becomes a
+    per-channel multiply-add."""
     new_nodes: list[Node] = []
     producer = {n.out: n for n in g.nodes}
     for n in g.nodes:
@@ -429,12 +430,15 @@ def fold_batch_norm(g: Graph) -> None:
         scale = (weight / np.sqrt(var + n.attrs["eps"])).astype(np.float32)
         shift = (bias - mean * scale).astype(np.float32)
         p = producer.get(x)  # type: ignore[arg-type]
-        if (p is not None and p.op == "conv2d" and isinstance(p.inputs[1], np.ndarray)
-                and len(g.users(p.out)) == 1 and not g.is_output(p.out)):
-            w, b = p.inputs[1], p.inputs[2]
-            p.inputs[1] = (w * scale.reshape(-1, 1, 1, 1)).astype(np.float32)
-            p.inputs[2] = ((b if b is not None else 0) * scale + shift).astype(np.float32)
-            _replace_uses(g, n.out, p.out)
+        # Channels are dim 1 of the batch norm's input: a conv's output channel,
+        # or a linear's output feature when its output is [N, C].
+        foldable = p is not None and isinstance(p.inputs[1], np.ndarray) and (
+            p.op == "conv2d" or (p.op == "linear" and len(g.shapes[p.out]) == 2))
+        if foldable and len(g.users(p.out)) == 1 and not g.is_output(p.out):  # type: ignore[union-attr]
+            w, b = p.inputs[1], p.inputs[2]  # type: ignore[union-attr]
+            p.inputs[1] = (w * scale.reshape((-1,) + (1,) * (w.ndim - 1))).astype(np.float32)  # type: ignore[union-attr]
+            p.inputs[2] = ((b if b is not None else 0) * scale + shift).astype(np.float32)  # type: ignore[union-attr]
+            _replace_uses(g, n.out, p.out)  # type: ignore[union-attr]
             continue
         rank = len(g.shapes[x])  # type: ignore[index]
         bshape = (1, -1) + (1,) * (rank - 2)

@@ -37,6 +37,8 @@ def program_dict(p: PGraph, mem: Plan, arena: ArenaSpec) -> tuple[dict, bytes]:
         entry = {"name": t.name, "dtype": t.dtype, "dims": list(t.dims), "nbytes": t.nbytes}
         if t.scale:
             entry.update(scale=float(t.scale), zero_point=int(t.zero_point))
+        if t.channel_scales:
+            entry.update(channel_scales=list(t.channel_scales), channel_axis=t.channel_axis)
         if t.const is not None:
             base = t.const.base if t.const.base is not None else t.const
             key = id(base)

@@ -112,6 +112,8 @@ class Tensor : public fb::Table {
   uint32_t nbytes() const { return scalar<uint32_t>(16, 0); }
   float scale() const { return scalar<float>(18, 0.0f); }
   int32_t zero_point() const { return scalar<int32_t>(20, 0); }
+  fb::Vector<float> channel_scales() const { return vector<float>(22); }
+  int32_t channel_axis() const { return scalar<int32_t>(24, -1); }
   bool verify(fb::Verifier& v) const {
     if (!v.string_field(*this, 4)) return false;
     if (!v.scalar_field<uint8_t>(*this, 6)) return false;
@@ -122,6 +124,8 @@ class Tensor : public fb::Table {
     if (!v.scalar_field<uint32_t>(*this, 16)) return false;
     if (!v.scalar_field<float>(*this, 18)) return false;
     if (!v.scalar_field<int32_t>(*this, 20)) return false;
+    if (!v.vector_field<float>(*this, 22)) return false;
+    if (!v.scalar_field<int32_t>(*this, 24)) return false;
     return true;
   }
 };

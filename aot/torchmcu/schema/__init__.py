@@ -191,8 +191,8 @@ def _encode_table(b: flatbuffers.Builder, schema: Schema, name: str, obj: dict[s
     children: dict[str, int] = {}
     for f in table.fields:
         value = obj.get(f.name)
-        if value is None:
-            continue
+        if value is None or (f.is_vector and len(value) == 0):
+            continue  # an absent vector reads as empty: decode(encode(x)) round-trips
         kind = schema.kind(f.type)
         if f.is_vector:
             children[f.name] = _encode_vector(b, schema, f.type, list(value))
@@ -207,7 +207,7 @@ def _encode_table(b: flatbuffers.Builder, schema: Schema, name: str, obj: dict[s
     b.StartObject(last.slot + (2 if schema.kind(last.type) == "union" else 1))
     for f in table.fields:
         value = obj.get(f.name)
-        if value is None:
+        if value is None or (f.is_vector and f.name not in children):
             continue
         kind = schema.kind(f.type)
         if f.name in children:
