@@ -171,3 +171,32 @@ def test_int8_digits_in_qemu_bit_exact(board: str, digits, tmp_path: Path) -> No
     assert mismatch is None, str(mismatch)
     acc = float((res.outputs[0][:, 0].argmax(1) == y_test[:40]).mean())
     assert acc >= 0.9
+
+
+def test_int8_io_drops_the_float_edges(tmp_path: Path, host_runner) -> None:
+    """With io="int8" the program takes and gives int8: no QUANTIZE/DEQUANTIZE,
+    no float buffers (less RAM), and still the reference's bits."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(8, 4)).eval()
+    shapes = [(1, 3, 16, 16)]
+    example = (torch.randn(*shapes[0]),)
+    f = compile(model, example, "mps3-an547", tmp_path / "f", quant="int8", calibration=calib(shapes), progress=False)
+    q = compile(model, example, "mps3-an547", tmp_path / "q", quant="int8", calibration=calib(shapes),
+                progress=False, io="int8")
+    codes = [op.code for op in q.graph.ops]
+    assert "QUANTIZE_S8" not in codes and "DEQUANTIZE_S8" not in codes
+    assert q.plan.arena_bytes < f.plan.arena_bytes
+    meta = runner.load_meta(tmp_path / "q")
+    assert meta["inputs"][0]["dtype"] == "int8" and meta["outputs"][0]["dtype"] == "int8"
+    samples = [list(s) for s in calib(shapes, n=3, seed=4)]
+    batch = [np.stack([s[0] for s in samples])]  # float: the runner quantizes as the device would
+    res = runner.run(tmp_path / "q", batch, sim="host")
+    assert res.exit_code == 0 and res.outputs[0].dtype == np.int8
+    expected, tol = runner.expected(tmp_path / "q", samples)
+    assert runner.compare(res.outputs, expected, tol)[0] is None
+    # The same numbers as the float-edged program, which dequantizes them.
+    res_f = runner.run(tmp_path / "f", batch, sim="host")
+    out_meta = meta["outputs"][0]
+    np.testing.assert_array_equal(
+        (res.outputs[0].astype(np.float32) - out_meta["zero_point"]) * np.float32(out_meta["scale"]), res_f.outputs[0])

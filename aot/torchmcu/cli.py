@@ -36,7 +36,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.calibration:
         calibration = dict(np.load(args.calibration))
     _progress(f"compiling for {args.board} ({args.quant})")
-    c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration)
+    c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration, io=args.io)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ (model.pte, model_pte.c/.h, model_arenas.c/.h, kernel_table.cc, "
@@ -45,10 +45,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .build import build_firmware, elf_size
+    from .build import build_firmware, elf_size, kernel_set
 
-    elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose)
+    elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels)
     size = elf_size(elf)
+    by_set: dict[str, list[str]] = {}
+    for code, kset in kernel_set(args.dir).items():
+        by_set.setdefault(kset, []).append(code)
+    print("kernels: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(by_set.items())))
     print(f"{elf}: text {size.text} B, data {size.data} B, bss {size.bss} B "
           f"(flash {size.text + size.data} B, static RAM {size.data + size.bss} B)")
     return 0
@@ -176,6 +180,9 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, help="output directory")
     c.add_argument("--quant", default="float32", choices=["float32", "int8"],
                    help="int8: CMSIS-NN/TFLite Micro scheme, post-training quantization (default float32)")
+    c.add_argument("--io", default="float", choices=["float", "int8"],
+                   help="int8: the program takes and gives int8 (with --quant int8); `run --input` "
+                        "still takes float arrays and quantizes them as the device would")
     c.add_argument("--calibration", help=".npz with one array per model input, samples along axis 0 "
                                          "(a single-input model takes any one key); default: the example inputs")
     c.set_defaults(fn=cmd_compile)
@@ -184,6 +191,8 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("dir")
     b.add_argument("--board", help="override the board the model was compiled for")
     b.add_argument("--opt", default="-Os", help="optimisation flag (default -Os)")
+    b.add_argument("--kernels", default="portable", choices=["portable", "cmsis-nn"],
+                   help="int8 kernel set (cmsis-nn: CMSIS-NN from $TORCHMCU_CMSIS_NN_DIR)")
     b.add_argument("-v", "--verbose", action="store_true", help="show the compiler commands")
     b.set_defaults(fn=cmd_build)
 

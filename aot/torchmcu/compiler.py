@@ -71,8 +71,11 @@ def choose_program_memory(board: Board, size: int, quant: str = "float32") -> st
                        f"programs has room: {', '.join(f'{m.name} {m.size:,} B' for m in [code, *others])}{hint}")
 
 
-def _tensor_meta(t: Any, name: str) -> dict[str, Any]:
-    return {"name": name, "shape": list(t.shape), "dtype": "float32"}
+def _tensor_meta(t: Any, name: str, ptensor: Any) -> dict[str, Any]:
+    meta = {"name": name, "shape": list(t.shape), "dtype": "float32"}
+    if ptensor.dtype == "I8":
+        meta.update(dtype="int8", scale=ptensor.scale, zero_point=ptensor.zero_point)
+    return meta
 
 
 QUANT_SCHEMES = ("float32", "int8")
@@ -82,17 +85,21 @@ _NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "QUANTIZE_S8", "DEQUANTIZE_S8"}
 
 def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str | Board,
             out_dir: str | Path, quant: str = "float32", calibration: Any = None,
-            progress: bool = True) -> Compiled:
+            progress: bool = True, io: str = "float") -> Compiled:
     """Compile `model` for `board` into `out_dir` (created).
 
     quant: "float32", or "int8" (post-training quantization calibrated on
     `calibration`: an iterable of samples or a mapping of arrays with samples
     along axis 0; the example inputs when None). Inputs and outputs stay
-    float32; the program quantizes and dequantizes at its edges.
+    float32 (the program quantizes and dequantizes at its edges) unless
+    io="int8": then the program takes and gives int8 at the scales of its
+    first and last ops (model.json records them), saving the float buffers.
     """
     board = board if isinstance(board, Board) else load_board(board)
     if quant not in QUANT_SCHEMES:
         raise CompileError(f"unknown quantization scheme {quant!r}; choose one of {', '.join(QUANT_SCHEMES)}")
+    if io not in ("float", "int8") or (io == "int8" and quant != "int8"):
+        raise CompileError(f"io={io!r}: inputs and outputs are 'float', or 'int8' for an int8 program")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not isinstance(example_inputs, (tuple, list)):
@@ -104,7 +111,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
 
         model = quantize(model, example_inputs, calibration, progress=progress)
     ep = capture(model, example_inputs)
-    graph = lower(ep)
+    graph = lower(ep, io)
     pg = to_program_graph(graph)
     if quant == "int8":
         _warn_fallbacks(pg)
@@ -132,8 +139,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         "board": board.name,
         "program_memory": program_memory,
         "arenas": [{"name": arena.name, "section": serialize.arena_section(arena), "size": arena.size}],
-        "inputs": [_tensor_meta(x, pg.tensors[t].name) for x, t in zip(example_inputs, pg.inputs)],
-        "outputs": [_tensor_meta(r, f"output_{k}") for k, r in enumerate(refs)],
+        "inputs": [_tensor_meta(x, pg.tensors[t].name, pg.tensors[t]) for x, t in zip(example_inputs, pg.inputs)],
+        "outputs": [_tensor_meta(r, f"output_{k}", pg.tensors[t]) for k, (r, t) in enumerate(zip(refs, pg.outputs))],
         "float_tolerance": FLOAT_TOLERANCE,
         "quant": quant,
     }

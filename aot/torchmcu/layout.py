@@ -469,7 +469,7 @@ class _Layout:
         g = self.g
         for vid, name in zip(g.inputs, g.input_names):
             shape = g.shapes[vid]
-            tid = self.activation(name, shape or (1,))
+            tid = self.activation(name, shape or (1,), like=vid)
             self.p.inputs.append(tid)
             self.val[vid] = (tid, _identity(len(shape)))
         handlers = {

@@ -577,8 +577,33 @@ PASSES: list[Callable[[Graph], None]] = [
 ]
 
 
-def lower(ep: torch.export.ExportedProgram) -> Graph:
+def int8_io(g: Graph) -> None:
+    """Model inputs and outputs in int8 instead of float: an input whose every
+    use is a quantize at one scale becomes that int8 value, and an output that
+    is a dequantize becomes its int8 input. What cannot be (a float input used
+    in float, say) stays float."""
+    for vid in g.inputs:
+        users = g.users(vid)
+        params = {(n.attrs["scale"], n.attrs["zero_point"]) for n in users if n.op == "quantize"}
+        if not users or len(params) != 1 or any(n.op != "quantize" for n in users):
+            continue
+        g.qparams[vid] = params.pop()
+        for n in users:
+            _replace_uses(g, n.out, vid)
+            g.nodes.remove(n)
+    producer = {n.out: n for n in g.nodes}
+    for k, o in enumerate(g.outputs):
+        p = producer.get(o) if isinstance(o, int) else None
+        if p is not None and p.op == "dequantize":
+            g.outputs[k] = p.inputs[0]
+    _drop_dead(g)
+
+
+def lower(ep: torch.export.ExportedProgram, io: str = "float") -> Graph:
+    """io: "float" (quantize/dequantize inside the program) or "int8"."""
     g = to_graph(ep)
     for p in PASSES:
         p(g)
+    if io == "int8":
+        int8_io(g)
     return g

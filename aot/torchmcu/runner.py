@@ -43,8 +43,10 @@ class RunResult:
 
 
 def io_blob(samples: list[list[np.ndarray]], profile: bool = False) -> bytes:
-    """The io blob: header, then each sample's inputs back to back."""
-    payload = b"".join(np.ascontiguousarray(x, dtype="<f4").tobytes() for s in samples for x in s)
+    """The io blob: header, then each sample's inputs back to back, each in
+    its own dtype (float32 unless the program takes int8)."""
+    payload = b"".join(np.ascontiguousarray(x if x.dtype == np.int8 else x.astype("<f4")).tobytes()
+                       for s in samples for x in s)
     per = len(payload) // len(samples) if samples else 0
     header = b"TMIO" + struct.pack("<IIII", IO_VERSION, len(samples), per, FLAG_PROFILE if profile else 0)
     return header + bytes(IO_HEADER - len(header)) + payload
@@ -69,11 +71,32 @@ def parse_protocol(text: str, output_meta: list[dict[str, Any]]) -> tuple[dict[s
             info["sample_ticks"].append(int(fields["ticks"]))
             for k, meta in enumerate(output_meta):
                 raw = bytes.fromhex(fields[f"out{k}"])
-                outs[k].append(np.frombuffer(raw, dtype="<f4").reshape(meta["shape"]))
+                dtype = np.int8 if meta.get("dtype") == "int8" else np.dtype("<f4")
+                outs[k].append(np.frombuffer(raw, dtype=dtype).reshape(meta["shape"]))
         elif kind == "done":
             info["done_status"] = int(fields["status"])
     arrays = [np.stack(o) if o else np.zeros((0, *m["shape"]), np.float32) for o, m in zip(outs, output_meta)]
     return info, arrays
+
+
+def program_samples(meta: dict[str, Any], samples: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    """Samples in the program's input dtypes: float inputs of an int8-input
+    program are quantized as the device's QUANTIZE would (TFLite's rounding)."""
+    from . import reference as ref
+
+    def convert(x: np.ndarray, m: dict[str, Any]) -> np.ndarray:
+        if m.get("dtype") == "int8" and x.dtype != np.int8:
+            return ref.quantize(x, m["scale"], m["zero_point"])
+        return x
+    return [[convert(x, m) for x, m in zip(s, meta["inputs"])] for s in samples]
+
+
+def float_samples(meta: dict[str, Any], samples: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    """Samples as PyTorch takes them: int8 inputs dequantized."""
+    from . import reference as ref
+
+    return [[ref.dequantize(x, m["scale"], m["zero_point"]) if x.dtype == np.int8 else x
+             for x, m in zip(s, meta["inputs"])] for s in samples]
 
 
 def load_meta(out_dir: str | Path) -> dict[str, Any]:
@@ -91,7 +114,8 @@ def split_samples(meta: dict[str, Any], inputs: list[np.ndarray]) -> list[list[n
     batches = []
     for x, m in zip(inputs, meta["inputs"]):
         shape = tuple(m["shape"])
-        x = np.asarray(x, dtype=np.float32)
+        x = np.asarray(x)
+        x = x if x.dtype == np.int8 and m.get("dtype") == "int8" else x.astype(np.float32)
         if x.shape == shape:
             x = x[None]
         elif x.shape[1:] != shape:
@@ -109,7 +133,7 @@ def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str = "qemu", profil
     """Run the compiled model in OUT on `sim` ("qemu" or "host")."""
     out = Path(out_dir)
     meta = load_meta(out)
-    blob = io_blob(split_samples(meta, inputs), profile)
+    blob = io_blob(program_samples(meta, split_samples(meta, inputs)), profile)
     if sim == "host":
         from .build import build_host_runner
         exe = build_host_runner()
@@ -142,7 +166,8 @@ def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str = "qemu", profil
 
 
 def reference(out_dir: str | Path, samples: list[list[np.ndarray]]) -> list[np.ndarray]:
-    """PyTorch's outputs for each sample, from the exported program."""
+    """PyTorch's outputs for each sample (float inputs), from the exported
+    program (for int8 programs: PyTorch's q/dq model)."""
     import torch
     import torch.ao.quantization.fx._decomposed  # noqa: F401  the q/dq ops of quantized programs
 
@@ -169,33 +194,44 @@ def expected(out_dir: str | Path, samples: list[list[np.ndarray]]) -> tuple[list
     if meta.get("quant") == "int8":
         from .interpret import run_reference
 
-        return run_reference((Path(out_dir) / "model.pte").read_bytes(), samples), None
-    return reference(out_dir, samples), meta["float_tolerance"]
+        return run_reference((Path(out_dir) / "model.pte").read_bytes(), program_samples(meta, samples)), None
+    return reference(out_dir, float_samples(meta, samples)), meta["float_tolerance"]
 
 
 def lsb_error(out_dir: str | Path, got: list[np.ndarray], samples: list[list[np.ndarray]]) -> list[float]:
     """Per output, the largest difference from PyTorch's q/dq reference in
     units of the output's quantization step (int8 programs)."""
+    from . import reference as ref
     from . import schema
 
+    meta = load_meta(out_dir)
     prog = schema.decode((Path(out_dir) / "model.pte").read_bytes())
-    torch_out = reference(out_dir, samples)
+    torch_out = reference(out_dir, float_samples(meta, samples))
     steps = []
     for k, index in enumerate(prog["outputs"]):
-        # The output is a dequantize of an int8 tensor (maybe moved after it):
-        # its step is that tensor's scale.
-        scale, t = 0.0, index
-        while True:
-            producer = next((op for op in prog["ops"] if t in op["outputs"]), None)
-            if producer is None or producer["code"] not in ("DEQUANTIZE_S8", "PERMUTE", "COPY"):
-                break
-            t = producer["inputs"][0]
-            if producer["code"] == "DEQUANTIZE_S8":
-                scale = prog["tensors"][t]["scale"]
-                break
-        err = float(np.abs(got[k].astype(np.float64) - torch_out[k]).max(initial=0.0))
+        out_meta = meta["outputs"][k]
+        value = got[k]
+        if out_meta.get("dtype") == "int8":  # the program's own output is int8
+            scale = out_meta["scale"]
+            value = ref.dequantize(value, scale, out_meta["zero_point"])
+        else:
+            scale = _output_step(prog, index)
+        err = float(np.abs(value.astype(np.float64) - torch_out[k]).max(initial=0.0))
         steps.append(err / scale if scale else float("nan"))
     return steps
+
+
+def _output_step(prog: dict[str, Any], index: int) -> float:
+    """The quantization step behind a float output: the scale of the int8
+    tensor its DEQUANTIZE read (through any PERMUTE or COPY after it)."""
+    t = index
+    while True:
+        producer = next((op for op in prog["ops"] if t in op["outputs"]), None)
+        if producer is None or producer["code"] not in ("DEQUANTIZE_S8", "PERMUTE", "COPY"):
+            return 0.0
+        t = producer["inputs"][0]
+        if producer["code"] == "DEQUANTIZE_S8":
+            return float(prog["tensors"][t]["scale"])
 
 
 @dataclass

@@ -385,7 +385,7 @@ class _Exporter:
         wq = self.const_tensor(P.tensors[wt]["name"], w, "int8", s_w, [0] * len(s_w), 0)
         folded = np.zeros(w.shape[0], np.int64) if bt < 0 else P.const(bt).astype(np.int64)
         # LINEAR_S8's bias has input_offset * sum(w) folded in; FULLY_CONNECTED adds the offset itself.
-        bias = folded - int(p["input_offset"]) * w.astype(np.int64).sum(1)
+        bias = folded
         if bias.min() < ref.INT32_MIN or bias.max() > ref.INT32_MAX:
             raise ExportError(f"{P.describe(index)}: the unfolded bias does not fit int32")
         b = self.const_tensor(P.tensors[bt]["name"] if bt >= 0 else f"{op['name']}_bias", bias.astype(np.int32),
@@ -547,6 +547,15 @@ class _Exporter:
         self.w.add_op("RESHAPE", [src, self.int_vector("shape", shape)], [out], {"new_shape": shape})
 
 
+_SCRATCH_AFTER = {"CONV2D_S8": 5, "DEPTHWISE_CONV2D_S8": 5, "LINEAR_S8": 5}
+
+
+def _operands(op: dict) -> list[int]:
+    """The op's operands without the optional scratch buffer of the int8
+    conv/depthwise/linear kernels (working memory, no data)."""
+    return op["inputs"][:_SCRATCH_AFTER.get(op["code"], len(op["inputs"]))]
+
+
 def _is_int8_program(p: _Program) -> bool:
     return any(op["code"].endswith("_S8") for op in p.ops)
 
@@ -596,7 +605,7 @@ def export_tflite(pte: bytes, *, strict: bool = True, tensor_map: dict[int, int]
         e.tfl[tid] = e.new_tensor(tid)
         record(tid)
     for index, op in enumerate(p.ops):
-        ins = [resolve(t) for t in op["inputs"]]
+        ins = [resolve(t) for t in _operands(op)]
         out_tid = op["outputs"][0]
         out = e.new_tensor(out_tid)
         e.emit(index, ins, out)
@@ -650,7 +659,7 @@ def export_op(pte: bytes, op_index: int, inputs: list[np.ndarray],
     op = p.ops[op_index]
     e = _Exporter(p)
     ins, values, graph_inputs = [], [], []
-    for tid, value in zip(op["inputs"], args):
+    for tid, value in zip(_operands(op), args):
         if tid < 0 or p.is_const(tid):
             ins.append(-1)
             continue
