@@ -385,7 +385,7 @@ class _Exporter:
         wq = self.const_tensor(P.tensors[wt]["name"], w, "int8", s_w, [0] * len(s_w), 0)
         folded = np.zeros(w.shape[0], np.int64) if bt < 0 else P.const(bt).astype(np.int64)
         # LINEAR_S8's bias has input_offset * sum(w) folded in; FULLY_CONNECTED adds the offset itself.
-        bias = folded
+        bias = folded - int(p["input_offset"]) * w.astype(np.int64).sum(1)
         if bias.min() < ref.INT32_MIN or bias.max() > ref.INT32_MAX:
             raise ExportError(f"{P.describe(index)}: the unfolded bias does not fit int32")
         b = self.const_tensor(P.tensors[bt]["name"] if bt >= 0 else f"{op['name']}_bias", bias.astype(np.int32),

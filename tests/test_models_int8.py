@@ -1,0 +1,58 @@
+"""The MLPerf Tiny models (and MobileNetV2-0.35), int8, compiled for each
+reference board and run in QEMU: the firmware's outputs equal the project's
+NumPy reference bit for bit (which tests/test_oracle.py holds against the
+tflite-micro oracle). The same program runs on M4, M33 and M55."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, needs_arm_gcc, needs_qemu
+from torchmcu import runner, schema
+from torchmcu.build import build_firmware
+from torchmcu.compiler import compile
+
+sys.path.insert(0, str(REPO / "examples"))
+import mlperf_tiny as mt  # noqa: E402
+
+pytestmark = [needs_qemu, needs_arm_gcc]
+
+BOARDS = ["mps3-an547", "mps2-an505", "mps2-an386"]
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {name: mt.MODELS[name]() for name in mt.MODELS}
+
+
+@pytest.mark.parametrize("board", BOARDS)
+@pytest.mark.parametrize("name", list(mt.MODELS))
+def test_int8_model_in_qemu(name: str, board: str, models, tmp_path: Path) -> None:
+    model, example = models[name]
+    c = compile(model, example, board, tmp_path, quant="int8", calibration=list(mt.CALIBRATION[name](16, 0)),
+                progress=False, io="int8")
+    assert not [op.name for op in c.graph.ops if not op.code.endswith("_S8") and op.code not in ("PERMUTE", "CONCAT")]
+    assert c.plan.arena_bytes == c.plan.lower_bound_bytes
+    build_firmware(tmp_path)
+    x = mt.CALIBRATION[name](1, 3)
+    res = runner.run(tmp_path, [x], sim="qemu")
+    assert res.exit_code == 0, res.raw[-1000:]
+    samples = runner.split_samples(runner.load_meta(tmp_path), [x])
+    expected, tol = runner.expected(tmp_path, samples)
+    assert tol is None
+    mismatch, _ = runner.compare(res.outputs, expected, tol)
+    assert mismatch is None, str(mismatch)
+
+
+def test_program_is_isa_independent(models, tmp_path: Path) -> None:
+    """Compiled for M55 or M4, the program differs only in its arena's name."""
+    model, example = models["ds_cnn"]
+    calibration = list(mt.CALIBRATION["ds_cnn"](8, 0))
+    a = compile(model, example, "mps3-an547", tmp_path / "a", quant="int8", calibration=calibration, progress=False)
+    b = compile(model, example, "mps2-an386", tmp_path / "b", quant="int8", calibration=calibration, progress=False)
+    pa, pb = schema.decode(a.pte), schema.decode(b.pte)
+    pa["arenas"][0]["name"] = pb["arenas"][0]["name"]
+    assert pa == pb
