@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	$(PY) examples/digits_demo.py
+	$(PY) examples/digits_demo.py --quant int8
 
 # pytest exits 5 when it collected no tests: a suite that runs nothing fails.
 test: setup

@@ -54,6 +54,11 @@ def train(epochs: int = 300) -> DigitsMLP:
     return model.eval()
 
 
+def train_set() -> tuple[np.ndarray, np.ndarray]:
+    x_train, y_train, _, _ = _split()
+    return x_train, y_train
+
+
 def test_set() -> tuple[np.ndarray, np.ndarray]:
     _, _, x_test, y_test = _split()
     return x_test, y_test

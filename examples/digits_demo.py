@@ -9,7 +9,6 @@ instructions per inference (QEMU -icount: instructions, not cycles).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,15 +32,18 @@ def step(msg: str) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--board", default="mps3-an547")
-    ap.add_argument("--out", default="build/digits")
+    ap.add_argument("--out", default=None, help="build directory (default build/digits[-int8])")
+    ap.add_argument("--quant", default="float32", choices=["float32", "int8"])
     args = ap.parse_args()
+    args.out = args.out or ("build/digits" if args.quant == "float32" else "build/digits-int8")
 
     t0 = time.monotonic()
     step("training the digits MLP (scikit-learn 8x8 digits, seed 0)")
     model, example = digits.make()
     x_test, y_test = digits.test_set()
-    step(f"compiling for {args.board} -> {args.out}")
-    c = compile(model, example, args.board, args.out)
+    step(f"compiling for {args.board} ({args.quant}) -> {args.out}")
+    calibration = [x[None] for x in digits.train_set()[0][:200]] if args.quant == "int8" else None
+    c = compile(model, example, args.board, args.out, quant=args.quant, calibration=calibration)
     step("building firmware")
     elf = build_firmware(args.out)
     size = elf_size(elf)
@@ -56,9 +58,8 @@ def main() -> int:
     with torch.no_grad():
         torch_logits = model(torch.from_numpy(x_test)).numpy()
     fw_logits = res.outputs[0][:, 0, :]
-    expected = runner.reference(args.out, runner.split_samples(runner.load_meta(args.out), [batch]))
-    mismatch, worst = runner.compare(res.outputs, expected, json.loads(
-        (Path(args.out) / "model.json").read_text())["float_tolerance"])
+    expected, tol = runner.expected(args.out, runner.split_samples(runner.load_meta(args.out), [batch]))
+    mismatch, worst = runner.compare(res.outputs, expected, tol)
 
     acc_torch = float((torch_logits.argmax(1) == y_test).mean())
     acc_fw = float((fw_logits.argmax(1) == y_test).mean())
@@ -66,12 +67,13 @@ def main() -> int:
     mem = c.report["memory"]["regions"][0]
     instr = res.instructions(res.sample_ticks[0])
     print()
-    print(f"  model             digits MLP 64-64-32-10, float32, board {args.board}")
+    print(f"  model             digits MLP 64-64-32-10, {args.quant}, board {args.board}")
     print(f"  test digits       {len(x_test)}")
     print(f"  accuracy PyTorch  {acc_torch * 100:.2f} %")
     print(f"  accuracy firmware {acc_fw * 100:.2f} %   (same class as PyTorch on {same_class}/{len(x_test)})")
+    how = "PyTorch, rtol 1e-5" if tol else "torchmcu's int8 reference, bit for bit"
     print(f"  outputs matched   {'yes, every one' if mismatch is None else 'NO: ' + str(mismatch)} "
-          f"(max abs error {worst:.2e}, tolerance rtol 1e-5)")
+          f"(against {how}; max abs error {worst:.2e})")
     print(f"  flash             {size.text + size.data:,} B firmware (text {size.text:,} B), "
           f"of which program {len(c.pte):,} B")
     print(f"  RAM               {mem['planned_bytes']:,} B activations in {mem['name']} "

@@ -50,11 +50,21 @@ import mlperf_tiny  # noqa: E402
 
 BOARD = "mps3-an547"
 
-# Models beyond test_quant's, for the exporter's other paths: CLAMP_S8 as RELU and as MAXIMUM/MINIMUM,
+# Models beyond test_quant's, for the exporter's other paths: CLAMP_S8 as RELU6, RELU and MAXIMUM/MINIMUM,
 # max pooling padded with PADV2, a padded stride-2 conv (PAD + VALID), an int8 sigmoid alone, a 3-D
 # permute before a linear, and a float fallback (avg pool with count_include_pad padding) inside an
 # int8 program.
+def _loud_conv() -> nn.Conv2d:
+    """A conv whose outputs span tens: its ReLU6 bound falls inside int8."""
+    conv = nn.Conv2d(2, 4, 3)
+    with torch.no_grad():
+        conv.weight.mul_(30)
+    return conv
+
+
 EXTRA = {
+    "relu6_bounded_after_maxpool": (lambda: Fn(lambda m, x: F.relu6(F.max_pool2d(m[0](x), 2)), _loud_conv()),
+                                    [(1, 2, 10, 10)], {"CLAMP_S8"}),
     "relu6_after_maxpool": (lambda: Fn(lambda m, x: F.relu6(F.max_pool2d(m[0](x), 2)), nn.Conv2d(2, 4, 3)),
                             [(1, 2, 10, 10)], {"CLAMP_S8"}),
     "hardtanh_input": (lambda: Fn(lambda m, x: m[0](F.hardtanh(x, -0.5, 0.7)), nn.Linear(8, 4)), [(1, 8)],
@@ -71,6 +81,12 @@ EXTRA = {
     "avgpool_padded_float_fallback": (lambda: Fn(lambda m, x: F.avg_pool2d(m[0](x), 3, 2, 1), nn.Conv2d(2, 4, 3)),
                                       [(1, 2, 10, 10)], {"AVG_POOL2D_F32"}),
 }
+
+# The TFLite operator each extra model is here for.
+EXTRA_TFLITE_OP = {"relu6_bounded_after_maxpool": "RELU6", "relu6_after_maxpool": "RELU", "hardtanh_input": "MINIMUM",
+                   "relu_after_cat": "CONCATENATION", "maxpool_padded": "PADV2", "conv_pad2_stride2": "PAD",
+                   "sigmoid_only": "LOGISTIC", "permute_3d_linear": "TRANSPOSE",
+                   "avgpool_padded_float_fallback": "AVERAGE_POOL_2D"}
 
 MLPERF = ["ds_cnn", "resnet8", "autoencoder", "mobilenet_v1", "mobilenet_v2"]
 MLPERF_CALIBRATION = 8  # samples; MobileNetV2 compiles in ~13 s with 8
@@ -167,6 +183,8 @@ def test_end_to_end_bit_exact(name: str, programs) -> None:
         assert not codes & {"QUANTIZE_S8", "DEQUANTIZE_S8"}, codes
     tensor_map: dict[int, int] = {}
     tflite = export_tflite(pte, tensor_map=tensor_map)
+    if name.startswith("extra:"):
+        assert EXTRA_TFLITE_OP[name.split(":")[1]] in summary(tflite)["op_counts"]
     ops = _ops(pte)
     produced = [op["outputs"][0] for op in ops]
     expected = run_reference(pte, samples)  # per output: [samples, ...]

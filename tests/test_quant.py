@@ -200,3 +200,33 @@ def test_int8_io_drops_the_float_edges(tmp_path: Path, host_runner) -> None:
     out_meta = meta["outputs"][0]
     np.testing.assert_array_equal(
         (res.outputs[0].astype(np.float32) - out_meta["zero_point"]) * np.float32(out_meta["scale"]), res_f.outputs[0])
+
+
+def test_qat_model_compiles_as_it_is(tmp_path: Path, host_runner) -> None:
+    """prepare_qat_pt2e with torchmcu's quantizer, a few training steps,
+    convert_pt2e: compile takes the q/dq model without quantizing it again."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e
+
+    from torchmcu.quantize import quantizer
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    x = torch.randn(64, 8)
+    y = (x[:, :3] * 2).argmax(1)
+    gm = torch.export.export(model, (x[:1],)).module()
+    qat = prepare_qat_pt2e(gm, quantizer())
+    opt = torch.optim.SGD(qat.parameters(), lr=0.05)
+    for step in range(64):  # one sample per step: the graph was exported at batch 1
+        i = step % 16
+        opt.zero_grad()
+        F.cross_entropy(qat(x[i:i + 1]), y[i:i + 1]).backward()
+        opt.step()
+    converted = convert_pt2e(qat)
+    c = compile(converted, (x[:1],), "mps3-an547", tmp_path, quant="int8", progress=False)
+    assert [op.code for op in c.graph.ops] == ["QUANTIZE_S8", "LINEAR_S8", "LINEAR_S8", "DEQUANTIZE_S8"]
+    samples = [[x[i:i + 1].numpy()] for i in range(4)]
+    res = runner.run(tmp_path, [np.stack([s[0] for s in samples])], sim="host")
+    expected, tol = runner.expected(tmp_path, samples)
+    assert runner.compare(res.outputs, expected, tol)[0] is None
+    with torch.no_grad():  # the firmware computes what the QAT model computes, within an LSB
+        assert max(runner.lsb_error(tmp_path, res.outputs, samples)) <= 2

@@ -107,9 +107,10 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     example_inputs = tuple(example_inputs)
 
     if quant == "int8":
-        from .quantize import quantize
+        from .quantize import is_quantized, quantize
 
-        model = quantize(model, example_inputs, calibration, progress=progress)
+        if not is_quantized(model):  # else: quantized by the user (QAT), taken as it is
+            model = quantize(model, example_inputs, calibration, progress=progress)
     ep = capture(model, example_inputs)
     graph = lower(ep, io)
     pg = to_program_graph(graph)

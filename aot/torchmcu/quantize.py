@@ -234,6 +234,14 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     return convert_pt2e(prepared)
 
 
+def is_quantized(model: Any) -> bool:
+    """Whether `model` is already a q/dq graph (convert_pt2e's output, e.g.
+    after QAT with prepare_qat_pt2e): then compile takes it as it is."""
+    if not isinstance(model, torch.fx.GraphModule):
+        return False
+    return any(n.op == "call_function" and "quantize_per_tensor" in str(n.target) for n in model.graph.nodes)
+
+
 def quantizer(skip: set[str] | None = None) -> Any:
     """The quantizer itself, for users who drive prepare_pt2e / prepare_qat_pt2e."""
     return _make_quantizer_class()(skip)

@@ -183,7 +183,6 @@ class _Exporter:
         self.p = p
         self.w = TFLiteWriter(description="torchmcu program")
         self.tfl: dict[int, int] = {}  # program tensor -> TFLite tensor
-        self.scratch = 0
 
     # -- tensors ------------------------------------------------------------------------------
     def new_tensor(self, tid: int, dims=None, name: str | None = None) -> int:
@@ -200,7 +199,6 @@ class _Exporter:
         t = self.w._tensors[tid]
         quant = t["quant"]
         dtype = self.dtype_of(tid)
-        self.scratch += 1
         return self.w.add_tensor(f"{t['name']}_{suffix}", t["shape"], dtype,
                                  None if quant is None else quant[0], None if quant is None else quant[1])
 
@@ -241,30 +239,37 @@ class _Exporter:
         return "NONE", (lo, hi)
 
     def with_clamp(self, emit: Callable[[int], None], out: int, bounds: tuple, dtype: str) -> None:
-        """emit(target) writes the op into target; bounds (lo, hi) add
-        MAXIMUM/MINIMUM ops from target into out."""
+        """emit(target) writes the op into target: `out`, or with bounds
+        (lo, hi) an intermediate that MAXIMUM/MINIMUM clamp into `out`."""
         if not bounds:
             emit(out)
             return
-        lo, hi = bounds
-        quant = self.w._tensors[out]["quant"]
-        scale, zp = (None, None) if quant is None else (quant[0], quant[1])
         mid = self.like(out, "unclamped")
         emit(mid)
+        self.clamp(mid, out, bounds, dtype)
+
+    def clamp(self, src: int, out: int, bounds: tuple, dtype: str) -> None:
+        """out = min(max(src, lo), hi) on the raw values (int8: no
+        requantization, src and out share the quantization); bounds that
+        clamp nothing (or none) copy."""
+        lo, hi = bounds if bounds else (-math.inf, math.inf)
+        quant = self.w._tensors[out]["quant"]
+        scale, zp = (None, None) if quant is None else (quant[0], quant[1])
         np_t = np.int8 if dtype == "int8" else np.float32
-        cur = mid
-        if lo > (-128 if dtype == "int8" else -math.inf):
-            lo_t = self.const_tensor("clamp_min", np.asarray([lo], np_t), dtype, scale, zp)
-            nxt = self.like(out, "min_clamped") if hi < (127 if dtype == "int8" else math.inf) else out
-            self.w.add_op("MAXIMUM", [cur, lo_t], [nxt])
+        floor, ceil = (-128, 127) if dtype == "int8" else (-math.inf, math.inf)
+        cur = src
+        if lo > floor:
+            nxt = self.like(out, "min_clamped") if hi < ceil else out
+            self.w.add_op("MAXIMUM", [cur, self.const_tensor("clamp_min", np.asarray([lo], np_t), dtype, scale, zp)],
+                          [nxt])
             cur = nxt
-        if hi < (127 if dtype == "int8" else math.inf):
-            hi_t = self.const_tensor("clamp_max", np.asarray([hi], np_t), dtype, scale, zp)
-            self.w.add_op("MINIMUM", [cur, hi_t], [out])
+        if hi < ceil:
+            self.w.add_op("MINIMUM", [cur, self.const_tensor("clamp_max", np.asarray([hi], np_t), dtype, scale, zp)],
+                          [out])
             cur = out
-        if cur != out:  # bounds that clamp nothing
-            self.w.add_op("RESHAPE", [cur, self.int_vector("shape", self.w._tensors[out]["shape"])], [out],
-                          {"new_shape": self.w._tensors[out]["shape"]})
+        if cur != out:
+            shape = self.w._tensors[out]["shape"]
+            self.w.add_op("RESHAPE", [cur, self.int_vector("shape", shape)], [out], {"new_shape": shape})
 
     @staticmethod
     def padding(in_hw, k, stride, dil, pad, out_hw) -> tuple[str, list[tuple[int, int]] | None]:
@@ -289,7 +294,7 @@ class _Exporter:
             pads.append((p, after))
         return "VALID", pads
 
-    def pad(self, x: int, pads, value=None, pad_value_dtype="int8") -> int:
+    def pad(self, x: int, pads, value=None) -> int:
         """x padded in H and W: PAD (the zero point, i.e. real 0) or PADV2 with `value`."""
         t = self.w._tensors[x]
         n, h, wd, c = t["shape"]
@@ -477,22 +482,18 @@ class _Exporter:
         self.w.add_op("SOFTMAX", [ins[0]], [out], dict(beta=1.0))
 
     def op_clamp_s8(self, index, op, p, ins, out):
-        # TFLM's int8 RELU requantizes input -> output scale (exact when they are equal, as here) and clamps
-        # at [max(-128, zp), 127]; RELU6 at [zp, zp + round(6 / scale)] of the input's quantization.
+        # TFLM's int8 RELU requantizes input -> output scale (exact when they are equal, as verify_derived
+        # checks) and clamps at [max(-128, zp), 127]; RELU6 at [zp, zp + round(6 / scale)].
         act, bounds = self.fused_act(p["min"], p["max"], op["outputs"][0])
         if act == "NONE":
-            self.with_clamp(lambda o: self.w.add_op("RESHAPE", [ins[0], self.int_vector(
-                "shape", self.w._tensors[o]["shape"])], [o], {"new_shape": self.w._tensors[o]["shape"]}),
-                out, bounds, "int8")
+            self.clamp(ins[0], out, bounds, "int8")
         else:
             self.w.add_op(act, [ins[0]], [out])
 
     def op_clamp_f32(self, index, op, p, ins, out):
         act, bounds = self.float_act(p, "min", "max")
         if act == "NONE":
-            self.with_clamp(lambda o: self.w.add_op("RESHAPE", [ins[0], self.int_vector(
-                "shape", self.w._tensors[o]["shape"])], [o], {"new_shape": self.w._tensors[o]["shape"]}),
-                out, bounds, "float32")
+            self.clamp(ins[0], out, bounds, "float32")
         else:
             self.w.add_op(act, [ins[0]], [out])
 
