@@ -42,8 +42,8 @@ from torchmcu.serialize import to_pte
 
 pytest.importorskip("tflite_micro.python.tflite_micro.runtime", reason="tflite-micro wheel not installed")
 
-from torchmcu.tflite_export import (ExportError, export_op, export_tflite, run_tflite_micro,  # noqa: E402
-                                    summary, trace, verify_derived, weight_scales)
+from torchmcu.tflite_export import (ExportError, _Program, export_op, export_tflite,  # noqa: E402
+                                    run_tflite_micro, summary, trace, verify_derived, weight_scales)
 
 sys.path.insert(0, str(REPO / "examples"))
 import mlperf_tiny  # noqa: E402
@@ -170,6 +170,15 @@ def _exact(got: np.ndarray, exp: np.ndarray) -> bool:
     return got.dtype == exp.dtype and got.size == exp.size and np.array_equal(got.reshape(exp.shape), exp)
 
 
+def _same(code: str, got: np.ndarray, exp: np.ndarray) -> bool:
+    """Bit for bit, except float fallback ops (PyTorch in the reference, so
+    float rounding differences only; the int8 ops after them are still
+    compared bit for bit)."""
+    if code.endswith("_F32"):
+        return got.dtype == exp.dtype and np.allclose(got.reshape(exp.shape), exp, rtol=1e-5, atol=1e-6)
+    return _exact(got, exp)
+
+
 # --------------------------------------------------------------------- a. end to end
 
 
@@ -194,8 +203,9 @@ def test_end_to_end_bit_exact(name: str, programs) -> None:
         steps = trace(pte, sample)
         # Every op's output along the way: the first difference names the op.
         for i, (value, (_, exp)) in enumerate(zip(inner, steps)):
-            assert _exact(value, exp), (f"sample {k}: op {i} {ops[i]['code']} ({ops[i]['name']}): "
-                                        f"{np.sum(value.reshape(exp.shape) != exp)} of {exp.size} values differ")
+            assert _same(ops[i]["code"], value, exp), (
+                f"sample {k}: op {i} {ops[i]['code']} ({ops[i]['name']}): "
+                f"{np.sum(value.reshape(exp.shape) != exp)} of {exp.size} values differ")
         for j, exp in enumerate(expected):
             assert _exact(outs[j], exp[k]), f"sample {k} output {j}"
 
@@ -246,11 +256,7 @@ def test_every_op_alone_bit_exact(name: str, programs) -> None:
             tflite, values = export_op(pte, i, sample, steps)
             got = run_tflite_micro(tflite, values)[0]
             exp = steps[i][1]
-            if op["code"].endswith("_F32"):  # a float fallback: PyTorch in the reference, not bit for bit
-                ok = got.dtype == exp.dtype and np.allclose(got.reshape(exp.shape), exp, rtol=1e-5, atol=1e-6)
-            else:
-                ok = _exact(got, exp)
-            if not ok:
+            if not _same(op["code"], got, exp):
                 failures.append(f"op {i} {op['code']} ({op['name']}): "
                                 f"{np.sum(got.reshape(exp.shape) != exp)} of {exp.size} values differ")
     assert not failures, "\n".join(failures)
@@ -273,8 +279,6 @@ def test_tflite_derives_the_programs_parameters(name: str, programs) -> None:
     stripped = _rewrite(pte, tensors=lambda ts: [t.pop("channel_scales", None) for t in ts])
     for i, op in enumerate(_ops(pte)):
         if op["code"] in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "LINEAR_S8"):
-            from torchmcu.tflite_export import _Program
-
             stored = schema.decode(pte)["tensors"][op["inputs"][1]]["channel_scales"]
             assert stored, f"op {i}: no channel_scales in the program"
             recovered = weight_scales(_Program(stripped), i)
