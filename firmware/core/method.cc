@@ -57,9 +57,8 @@ struct OpViews {
 
 TensorView Method::view(int32_t index) const {
   TensorView v;
-  const schema::Program root = program_.root();
-  if (index < 0 || uint32_t(index) >= root.tensors().size()) return v;
-  const schema::Tensor t = root.tensors()[uint32_t(index)];
+  if (index < 0 || uint32_t(index) >= tensors_.size()) return v;
+  const schema::Tensor t = tensors_[uint32_t(index)];
   uint8_t* base = t.region() == schema::Region::CONSTANT
                       ? const_cast<uint8_t*>(program_.constants())
                       : arenas_[t.arena()].data;
@@ -92,6 +91,7 @@ Result<Method> Method::load(const Program& program, const ArenaSpan* arenas,
   }
   Method m;
   m.program_ = program;
+  m.tensors_ = root.tensors();
   m.num_arenas_ = uint32_t(num_arenas);
   for (uint32_t i = 0; i < num_arenas; ++i) {
     if (arenas[i].data == nullptr || (reinterpret_cast<uintptr_t>(arenas[i].data) & 15) != 0) {

@@ -58,6 +58,9 @@ class Method {
   TensorView view(int32_t tensor_index) const;
 
   Program program_;
+  // The tensor table, looked up once at load: view() runs for every operand
+  // of every op.
+  fb::TableVector<schema::Tensor> tensors_;
   ArenaSpan arenas_[kMaxArenas] = {};
   uint32_t num_arenas_ = 0;
 };
