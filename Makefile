@@ -2,6 +2,7 @@
 #   make setup   Debian packages (toolchain, QEMU, flatc) + the Python venv
 #   make demo    train, compile, build and run the digits MLP in QEMU
 #   make test    the whole test suite
+#   make fuzz    10 minutes of libFuzzer over the loader (clang)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -10,7 +11,7 @@ STAMP := $(VENV)/.installed
 # torch first and pinned: pip then takes the local CPU wheel, never a newer build.
 PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest scikit-learn tflite-micro tflite
 
-.PHONY: setup system demo test clean
+.PHONY: setup system demo test fuzz clean
 
 setup: system $(STAMP)
 
@@ -32,6 +33,10 @@ test: setup
 	@$(PY) -m pytest -q $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
+
+# libFuzzer over the program loader and method init, seeded with compiled programs.
+fuzz: setup
+	$(PY) -m torchmcu.fuzz --seconds 600
 
 clean:
 	rm -rf build .pytest_cache

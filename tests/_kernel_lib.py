@@ -14,8 +14,8 @@ KERNEL_DIR = REPO / "firmware" / "kernels" / "portable"
 # Named explicitly: the directory also holds executor glue (program format,
 # op checks) that is not part of the plain math tested here.
 KERNEL_FILES = [KERNEL_DIR / name for name in (
-    "binary.cc", "concat.cc", "conv2d.cc", "linear.cc", "mean.cc",
-    "permute.cc", "pool2d.cc", "softmax.cc", "unary.cc")]
+    "batch_matmul.cc", "binary.cc", "concat.cc", "conv2d.cc", "linear.cc", "mean.cc",
+    "pad.cc", "permute.cc", "pool2d.cc", "softmax.cc", "unary.cc")]
 
 HOST_WARN_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror",
                    "-fno-rtti", "-fno-exceptions"]
@@ -100,6 +100,23 @@ X void k_concat(const void* const* inputs, const size_t* inner_bytes, int32_t n,
                 int32_t outer, void* out) {
   concat(inputs, inner_bytes, n, outer, out);
 }
+X void k_maximum(const float* a, const int32_t* ad, const float* b, const int32_t* bd,
+                 float* out, const int32_t* od, int32_t rank, float lo, float hi) {
+  maximum_f32(a, ad, b, bd, out, od, rank, ActRange{lo, hi});
+}
+X void k_minimum(const float* a, const int32_t* ad, const float* b, const int32_t* bd,
+                 float* out, const int32_t* od, int32_t rank, float lo, float hi) {
+  minimum_f32(a, ad, b, bd, out, od, rank, ActRange{lo, hi});
+}
+X void k_hardswish(const float* in, float* out, size_t n) { hardswish_f32(in, out, n); }
+X void k_batch_matmul(const float* a, const float* b, float* out, int32_t batch,
+                      int32_t m, int32_t k, int32_t n) {
+  batch_matmul_f32(a, b, out, batch, m, k, n);
+}
+X void k_pad(const void* in, const int32_t* dims, int32_t rank, const int32_t* before,
+             const int32_t* after, const void* value, void* out, size_t elem) {
+  pad(in, dims, rank, before, after, value, out, elem);
+}
 """
 
 class _Buffer:
@@ -137,6 +154,11 @@ _SIGNATURES = {
     "k_softmax": [_P, _P, _I, _I, _I],
     "k_permute": [_P, _P, _I, _P, _P, _S],
     "k_concat": [_P, _P, _I, _I, _P],
+    "k_maximum": [_P, _P, _P, _P, _P, _P, _I, _F, _F],
+    "k_minimum": [_P, _P, _P, _P, _P, _P, _I, _F, _F],
+    "k_hardswish": [_P, _P, _S],
+    "k_batch_matmul": [_P, _P, _P, _I, _I, _I, _I],
+    "k_pad": [_P, _P, _I, _P, _P, _P, _P, _S],
 }
 
 

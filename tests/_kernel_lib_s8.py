@@ -20,7 +20,7 @@ FIRMWARE_DIR = REPO / "firmware"
 # (ops_s8.cc), which is not part of the plain math tested here.
 KERNEL_FILES_S8 = [KERNEL_DIR / name for name in (
     "requantize_s8.cc", "conv2d_s8.cc", "linear_s8.cc", "binary_s8.cc", "pool2d_s8.cc",
-    "softmax_s8.cc", "quantize_s8.cc")]
+    "softmax_s8.cc", "quantize_s8.cc", "batch_matmul_s8.cc")]
 INCLUDES = [f"-I{FIRMWARE_DIR}", f"-I{KERNEL_DIR}"]
 
 _SHIM = r"""
@@ -68,6 +68,19 @@ X void k_mul(const int8_t* a, const int32_t* ad, const int8_t* b, const int32_t*
              int8_t* out, const int32_t* od, int32_t rank, const int32_t* q) {
   mul_s8(a, ad, b, bd, out, od, rank, params<QuantMulParams>(q));
 }
+X void k_maximum(const int8_t* a, const int32_t* ad, const int8_t* b, const int32_t* bd,
+                 int8_t* out, const int32_t* od, int32_t rank) {
+  maximum_s8(a, ad, b, bd, out, od, rank);
+}
+X void k_minimum(const int8_t* a, const int32_t* ad, const int8_t* b, const int32_t* bd,
+                 int8_t* out, const int32_t* od, int32_t rank) {
+  minimum_s8(a, ad, b, bd, out, od, rank);
+}
+// q: QuantBatchMatmulParams fields in order.
+X void k_batch_matmul(const int8_t* a, const int8_t* b, int8_t* out, int32_t batch, int32_t m,
+                      int32_t k, int32_t n, const int32_t* q) {
+  batch_matmul_s8(a, b, out, batch, m, k, n, params<QuantBatchMatmulParams>(q));
+}
 X void k_maxpool(const int8_t* in, const int32_t* is, int8_t* out, const int32_t* os,
                  const int32_t* q) {
   max_pool2d_s8(in, shape(is), out, shape(os), params<QuantPoolParams>(q));
@@ -105,6 +118,9 @@ _SIGNATURES = {
     "k_linear": [_P, _P, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I, _I],
     "k_add": [_P, _P, _P, _P, _P, _P, _I, _P],
     "k_mul": [_P, _P, _P, _P, _P, _P, _I, _P],
+    "k_maximum": [_P, _P, _P, _P, _P, _P, _I],
+    "k_minimum": [_P, _P, _P, _P, _P, _P, _I],
+    "k_batch_matmul": [_P, _P, _P, _I, _I, _I, _I, _P],
     "k_maxpool": [_P, _P, _P, _P, _P],
     "k_avgpool": [_P, _P, _P, _P, _P],
     "k_softmax": [_P, _I, _I, _I, _I, _I, _P],
@@ -118,6 +134,8 @@ _SIGNATURES = {
 ADD_FIELDS = ("input1_offset", "input1_multiplier", "input1_shift", "input2_offset",
               "input2_multiplier", "input2_shift", "left_shift", "output_multiplier",
               "output_shift", "output_offset", "act_min", "act_max")
+BMM_FIELDS = ("lhs_offset", "rhs_offset", "output_multiplier", "output_shift", "output_offset",
+              "act_min", "act_max")
 MUL_FIELDS = ("input1_offset", "input2_offset", "output_multiplier", "output_shift",
               "output_offset", "act_min", "act_max")
 

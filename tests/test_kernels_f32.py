@@ -463,6 +463,80 @@ def test_concat(lib, shapes, axis, dtype):
     np.testing.assert_array_equal(out, ref)
 
 
+# ------------------------------------------------- maximum / minimum, hardswish
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+@pytest.mark.parametrize("a_shape,b_shape", BINARY_SHAPES)
+@pytest.mark.parametrize("act", [NO_ACT, (-0.5, 0.5)])
+def test_maximum_minimum(lib, op, a_shape, b_shape, act):
+    a = randn(*a_shape, seed=40)
+    b = randn(*b_shape, seed=41)
+    ref = getattr(torch, op)(a, b).clamp(*act).numpy()
+    out = np.full(ref.shape, np.nan, np.float32)
+    getattr(lib, "k_" + op)(f32(a), i32(a_shape), f32(b), i32(b_shape), out, i32(ref.shape),
+                            len(ref.shape), *act)
+    np.testing.assert_array_equal(out, ref)  # a selection: exact
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_minimum_nan_propagates(lib, op):
+    a = np.array([np.nan, 1.0, np.nan, -2.0], np.float32)
+    b = np.array([0.0, np.nan, np.nan, 3.0], np.float32)
+    ref = getattr(torch, op)(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+    out = np.zeros(4, np.float32)
+    getattr(lib, "k_" + op)(a, i32([4]), b, i32([4]), out, i32([4]), 1, -INF, INF)
+    np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_hardswish(lib, in_place):
+    x = torch.cat([torch.linspace(-5, 5, 1001), randn(300, seed=42, scale=4),
+                   torch.tensor([-3.0, 3.0, 0.0, -INF, INF])])
+    ref = F.hardswish(x).numpy()
+    xin = f32(x)
+    out = xin if in_place else np.zeros_like(xin)
+    lib.k_hardswish(xin, out, xin.size)
+    check(np.nan_to_num(out, nan=7.0), np.nan_to_num(ref, nan=7.0))
+
+
+# ------------------------------------------------------------------ batch matmul
+
+@pytest.mark.parametrize("batch,m,k,n", [(1, 1, 1, 1), (2, 3, 5, 4), (3, 7, 16, 9), (1, 4, 70, 2),
+                                         (4, 1, 8, 1)])
+def test_batch_matmul(lib, batch, m, k, n):
+    a = randn(batch, m, k, seed=43)
+    b = randn(batch, k, n, seed=44)
+    ref = torch.bmm(a, b).numpy()
+    out = np.full(ref.shape, np.nan, np.float32)
+    lib.k_batch_matmul(f32(a), f32(b), out, batch, m, k, n)
+    check(out, ref)
+
+
+# ------------------------------------------------------------------------- pad
+
+PAD_CASES = [
+    ((5,), (2,), (3,)),
+    ((3, 4), (0, 1), (2, 0)),
+    ((1, 4, 5, 3), (0, 1, 2, 0), (0, 3, 0, 0)),    # NHWC H/W
+    ((2, 3, 4, 5), (1, 0, 2, 1), (0, 2, 0, 1)),
+    ((2, 1, 3, 1, 2), (0, 1, 0, 2, 0), (1, 0, 1, 0, 1)),
+    ((2, 3), (0, 0), (0, 0)),
+    ((2, 0, 3), (1, 1, 1), (0, 2, 0)),               # an empty input: all padding
+]
+
+
+@pytest.mark.parametrize("shape,before,after", PAD_CASES)
+@pytest.mark.parametrize("dtype,value", [(np.float32, -1.5), (np.int8, -7), (np.int16, 300)])
+def test_pad(lib, shape, before, after, dtype, value):
+    rng = np.random.default_rng(45)
+    x = np.ascontiguousarray((rng.standard_normal(shape) * 50).astype(dtype))
+    ref = np.pad(x, list(zip(before, after)), constant_values=dtype(value))
+    out = np.zeros(ref.shape, dtype)
+    v = np.array([value], dtype)
+    lib.k_pad(x, i32(shape), len(shape), i32(before), i32(after), v, out, np.dtype(dtype).itemsize)
+    np.testing.assert_array_equal(out, ref)
+
+
 # ---------------------------------------------------------------- build hygiene
 
 def _compile(compiler, flags, src, obj):

@@ -99,6 +99,32 @@ CASES = {
     "cat_last_three": (lambda: Fn(lambda m, x, y: torch.cat([x, y, x * 2], -1)), (2, 3), (2, 4)),
     "squeeze_unsqueeze": (lambda: Fn(lambda m, x: torch.tanh(x.unsqueeze(0)).squeeze(0)), (3, 4)),
     "identity_output": (lambda: Fn(lambda m, x: (x, F.relu(x))), (2, 3)),
+    # constant padding (F.pad): NCHW H/W (NHWC dims 1/2 after a conv), last dim, any value
+    "pad_hw_after_conv": (lambda: Fn(lambda m, x: F.pad(m[0](x), (1, 2, 0, 3), value=0.5), nn.Conv2d(2, 3, 1)),
+                          (1, 2, 4, 5)),
+    "pad_nchw_input_then_conv": (lambda: Fn(lambda m, x: m[0](F.pad(x, (2, 2, 1, 1))), nn.Conv2d(3, 4, 3)),
+                                 (2, 3, 5, 5)),
+    "pad_last_2d": (lambda: Fn(lambda m, x: F.pad(x, (3, 1), value=-2.0)), (3, 7)),
+    "pad_last_two_3d": (lambda: Fn(lambda m, x: F.pad(x * 2, (0, 2, 1, 0))), (2, 3, 4)),
+    "pad_channels_nchw": (lambda: Fn(lambda m, x: torch.constant_pad_nd(m[0](x), (0, 0, 0, 0, 1, 2), 1.5),
+                                     nn.Conv2d(2, 3, 1)), (1, 2, 3, 3)),
+    # maximum / minimum with broadcasting
+    "maximum_two_inputs": (lambda: Fn(lambda m, x, y: torch.maximum(x, y)), (2, 3, 4, 5), (2, 3, 4, 5)),
+    "minimum_broadcast": (lambda: Fn(lambda m, x, y: torch.minimum(x, y)), (3, 5), (1, 5)),
+    "maximum_const_nhwc": (lambda: Fn(lambda m, x: torch.maximum(m[0](x), torch.tensor([0.1, -0.2, 0.3]).view(1, 3, 1, 1)),
+                                      nn.Conv2d(2, 3, 1)), (1, 2, 4, 4)),
+    "minimum_after_convs": (lambda: Fn(lambda m, x: torch.minimum(m[0](x), m[1](x)), nn.Conv2d(2, 4, 1),
+                                       nn.Conv2d(2, 4, 3, padding=1)), (1, 2, 5, 5)),
+    # hardswish
+    "hardswish": (lambda: Fn(lambda m, x: F.hardswish(x * 4)), (2, 50)),
+    "hardswish_after_conv": (lambda: Fn(lambda m, x: F.hardswish(m[0](x)), nn.Conv2d(3, 6, 3)), (1, 3, 6, 6)),
+    # batched matmul of activations, matmul by a parameter (a linear layer)
+    "bmm_3d": (lambda: Fn(lambda m, x, y: torch.bmm(x, y)), (2, 3, 5), (2, 5, 4)),
+    "matmul_2d": (lambda: Fn(lambda m, x, y: torch.matmul(x, y)), (4, 6), (6, 3)),
+    "matmul_4d_transposed": (lambda: Fn(lambda m, x, y: x @ y.transpose(-1, -2)), (2, 2, 3, 4), (2, 2, 5, 4)),
+    "matmul_attention_like": (lambda: Fn(lambda m, x: torch.softmax(m[0](x) @ m[1](x).transpose(1, 2), -1) @ x,
+                                         nn.Linear(4, 4), nn.Linear(4, 4)), (2, 3, 4)),
+    "matmul_parameter": (lambda: Fn(lambda m, x: x @ m[0].weight, nn.Linear(3, 5, bias=False)), (2, 4, 5)),
     # NCHW input with one channel: no permute needed before the conv
     "one_channel_input": (lambda: Fn(lambda m, x: m[0](x), nn.Conv2d(1, 4, 3)), (1, 1, 6, 6)),
 }

@@ -66,6 +66,23 @@ CASES = {
                                 [(1, 2, 4, 4)], {"ADD_S8", "LINEAR_S8"}),
     "cat_channels": (lambda: Fn(lambda m, x: torch.cat([m[0](x), m[1](x)], 1), nn.Conv2d(2, 3, 1), nn.Conv2d(2, 4, 1)),
                      [(1, 2, 5, 5)], {"CONCAT", "CONV2D_S8"}),
+    "pad_hw_then_conv": (lambda: Fn(lambda m, x: m[1](F.pad(m[0](x), (1, 2, 2, 0), value=0.25)),
+                                    nn.Conv2d(2, 3, 1), nn.Conv2d(3, 4, 3)),
+                         [(1, 2, 5, 5)], {"PAD", "CONV2D_S8"}),
+    "pad_last_dim": (lambda: Fn(lambda m, x: m[0](F.pad(x, (3, 1), value=-1.0)), nn.Linear(12, 4)), [(2, 8)],
+                     {"PAD", "LINEAR_S8"}),
+    "maximum_minimum": (lambda: Fn(lambda m, x, y: (torch.maximum(m[0](x), y), torch.minimum(x, m[1](y))),
+                                   nn.Linear(8, 8), nn.Linear(8, 8)), [(2, 8), (2, 8)],
+                        {"MAXIMUM_S8", "MINIMUM_S8"}),
+    "maximum_broadcast_nhwc": (lambda: Fn(lambda m, x, y: torch.maximum(m[0](x), y), nn.Conv2d(2, 3, 1)),
+                               [(1, 2, 4, 4), (1, 3, 1, 1)], {"MAXIMUM_S8"}),
+    "hardswish_after_conv": (lambda: Fn(lambda m, x: m[1](F.hardswish(m[0](x))), nn.Conv2d(3, 6, 3), nn.Conv2d(6, 4, 1)),
+                             [(1, 3, 7, 7)], {"LUT_S8", "CONV2D_S8"}),
+    "bmm_inputs": (lambda: Fn(lambda m, x, y: torch.bmm(x, y)), [(2, 3, 6), (2, 6, 5)], {"BATCH_MATMUL_S8"}),
+    "matmul_attention_like": (lambda: Fn(lambda m, x: m[0](x) @ m[1](x).transpose(1, 2), nn.Linear(6, 6),
+                                         nn.Linear(6, 6)), [(2, 4, 6)], {"BATCH_MATMUL_S8", "LINEAR_S8"}),
+    "matmul_parameter": (lambda: Fn(lambda m, x: x @ m[0].weight, nn.Linear(6, 10, bias=False)), [(1, 3, 10)],
+                         {"LINEAR_S8"}),
 }
 
 

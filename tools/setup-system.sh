@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib
-          qemu-system-arm flatbuffers-compiler g++ make)
+          qemu-system-arm flatbuffers-compiler g++ make clang libclang-rt-14-dev)
 python3 -c 'import ensurepip, venv' 2>/dev/null || packages+=(python3-venv)
 
 missing=()

@@ -80,7 +80,7 @@ def _tensor_meta(t: Any, name: str, ptensor: Any) -> dict[str, Any]:
 
 QUANT_SCHEMES = ("float32", "int8")
 # Ops that carry data between dtypes or move bytes: not a float fallback.
-_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "QUANTIZE_S8", "DEQUANTIZE_S8"}
+_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "QUANTIZE_S8", "DEQUANTIZE_S8"}
 
 
 def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str | Board,

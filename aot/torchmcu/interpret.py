@@ -184,4 +184,13 @@ OPS: dict[str, Callable[[list, dict, list], Any]] = {
     "PERMUTE": lambda a, p, outs: np.transpose(a[0], p["perm"]),
     "CONCAT": lambda a, p, outs: np.concatenate([x for x in a], p["axis"]),
     "COPY": lambda a, p, outs: a[0],
+    "PAD": lambda a, p, outs: ref.pad(a[0], p["before"], p["after"],
+                                      p.get("qvalue", 0) if outs[0]["dtype"] == "I8" else p.get("value", 0.0)),
+    "MAXIMUM_F32": lambda a, p, outs: _act(torch.maximum(_t(a[0]), _t(a[1])), p).numpy(),
+    "MINIMUM_F32": lambda a, p, outs: _act(torch.minimum(_t(a[0]), _t(a[1])), p).numpy(),
+    "MAXIMUM_S8": lambda a, p, outs: ref.maximum(a[0], a[1]),
+    "MINIMUM_S8": lambda a, p, outs: ref.minimum(a[0], a[1]),
+    "HARDSWISH_F32": lambda a, p, outs: F.hardswish(_t(a[0])).numpy(),
+    "BATCH_MATMUL_F32": lambda a, p, outs: torch.matmul(_t(a[0]), _t(a[1])).numpy(),
+    "BATCH_MATMUL_S8": lambda a, p, outs: ref.batch_matmul(a[0], a[1], p),
 }

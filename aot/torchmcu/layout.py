@@ -299,6 +299,46 @@ class _Layout:
         self.emit("CONCAT", ins, [out], ("ConcatParams", {"axis": perm.index(n.attrs["dim"])}), n, "cat")
         self.val[n.out] = (out, perm)
 
+    def pad(self, n: Node) -> None:
+        """Constant padding in the input's physical order (float or int8:
+        an int8 value pads with the value quantized at its quantization)."""
+        from . import reference
+
+        x = n.inputs[0]
+        tid, perm = self.val[x]  # type: ignore[index]
+        shape = self.g.shapes[n.out]
+        out = self.activation(n.name, tuple(shape[d] for d in perm), like=n.out)
+        value = float(n.attrs["value"])
+        qvalue = 0
+        if n.out in self.g.qparams:
+            s_out, zp_out = self.g.qparams[n.out]
+            qvalue = int(reference.quantize(np.float32(value), s_out, zp_out))
+        params = {"before": [int(n.attrs["before"][d]) for d in perm],
+                  "after": [int(n.attrs["after"][d]) for d in perm], "value": value, "qvalue": qvalue}
+        self.emit("PAD", [tid], [out], ("PadParams", params), n, "pad")
+        self.val[n.out] = (out, perm)
+
+    def bmm(self, n: Node) -> None:
+        """a [..., M, K] @ b [..., K, N], both in PyTorch's order."""
+        from . import reference
+
+        a, b = n.inputs
+        shape = self.g.shapes[n.out]
+        ident = _identity(len(shape))
+        ain = self.get(a, ident, n)  # type: ignore[arg-type]
+        bin_ = self.get(b, ident, n)  # type: ignore[arg-type]
+        out = self.activation(n.name, shape, like=n.out)
+        macs = int(np.prod(shape)) * int(self.g.shapes[a][-1])  # type: ignore[index]
+        if n.op == "qbmm":
+            (s1, z1), (s2, z2) = n.attrs["in_q"]
+            s_out, zp_out = n.attrs["out_q"]
+            params = reference.batch_matmul_params(s1, z1, s2, z2, s_out, zp_out)
+            self.emit("BATCH_MATMUL_S8", [ain, bin_], [out],
+                      ("QuantBatchMatmulParams", {k: int(v) for k, v in params.items()}), n, "bmm", macs)
+        else:
+            self.emit("BATCH_MATMUL_F32", [ain, bin_], [out], None, n, "bmm", macs)
+        self.val[n.out] = (out, ident)
+
     # -- int8 ops (see lower.fold_qdq; arithmetic in firmware/kernels/portable/portable_s8.h) --
     def qconv2d(self, n: Node) -> None:
         from . import reference
@@ -383,6 +423,11 @@ class _Layout:
         (s1, z1), (s2, z2) = n.attrs["in_q"]
         s_out, zp_out = n.attrs["out_q"]
         lo, hi = _act_q(n.attrs["act"], s_out, zp_out)
+        if n.op in ("qmaximum", "qminimum"):  # one quantization in and out: the raw values
+            out = self.activation(n.name, tuple(shape[d] for d in perm), like=n.out)
+            self.emit(f"{n.op[1:].upper()}_S8", [ain, bin_], [out], None, n, n.op[1:])
+            self.val[n.out] = (out, perm)
+            return
         if n.op == "qadd":
             code, table = "ADD_S8", "QuantAddParams"
             params = reference.add_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
@@ -442,7 +487,8 @@ class _Layout:
             lo, hi = _act_q(n.attrs["range"], s_out, zp_out)
             self.emit("CLAMP_S8", [tid], [out], ("QuantClampParams", {"min": lo, "max": hi}), n, "clamp")
         else:
-            fn = {"qsigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)), "qtanh": np.tanh}[n.op]
+            fn = {"qsigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)), "qtanh": np.tanh,
+                  "qhardswish": reference.hardswish}[n.op]
             table = reference.lut_table(fn, s_in, zp_in, s_out, zp_out)
             self.emit("LUT_S8", [tid, self.constant(f"{n.name}_table", table, "I8")], [out], None, n, n.op[1:])
         self.val[n.out] = (out, perm)
@@ -476,7 +522,10 @@ class _Layout:
             "conv2d": self.conv2d, "linear": self.linear, "clamp": self.unary, "sigmoid": self.unary,
             "tanh": self.unary, "add": self.binary, "mul": self.binary, "max_pool2d": self.pool,
             "avg_pool2d": self.pool, "mean": self.mean, "softmax": self.softmax, "reshape": self.reshape,
-            "permute": self.permute, "cat": self.cat,
+            "permute": self.permute, "cat": self.cat, "pad": self.pad, "maximum": self.binary,
+            "minimum": self.binary, "hardswish": self.unary, "bmm": self.bmm,
+            "qpad": self.pad, "qmaximum": self.qbinary, "qminimum": self.qbinary, "qhardswish": self.qunary,
+            "qbmm": self.bmm,
             "qconv2d": self.qconv2d, "qlinear": self.qlinear, "qadd": self.qbinary, "qmul": self.qbinary,
             "qmax_pool2d": self.qpool, "qavg_pool2d": self.qpool, "qmean": self.qpool, "qsoftmax": self.qsoftmax,
             "qclamp": self.qunary, "qsigmoid": self.qunary, "qtanh": self.qunary,

@@ -59,8 +59,8 @@ QD = _quantized_decomposed()
 
 @dataclass
 class Node:
-    op: str  # conv2d linear batch_norm clamp sigmoid tanh add mul max_pool2d avg_pool2d
-    #          mean softmax reshape permute cat
+    op: str  # conv2d linear batch_norm clamp sigmoid tanh hardswish add mul maximum minimum
+    #          max_pool2d avg_pool2d mean softmax reshape permute cat pad bmm
     inputs: list[Operand]
     attrs: dict[str, Any]
     out: int
@@ -264,6 +264,46 @@ class _Converter:
         ins = [t if _is_activation(t) else _const(t) for t in ins]
         return self.emit("cat", ins, dict(dim=_dim(int(dim), rank)))
 
+    def pad(self, x, pad, mode="constant", value=None):
+        if mode != "constant":
+            raise self.fail(f"padding mode {mode!r} is not supported (only constant padding)")
+        return self.constant_pad(x, pad, 0.0 if value is None else value)
+
+    def constant_pad(self, x, pad, value=0.0):
+        """F.pad's list: (before, after) pairs from the last dim backwards."""
+        x = self.act(x)
+        rank = len(self.shape(x))
+        pad = [int(p) for p in pad]
+        if len(pad) % 2 or len(pad) // 2 > rank:
+            raise self.fail(f"padding {pad} for a tensor of rank {rank}")
+        if any(p < 0 for p in pad):
+            raise self.fail(f"negative padding {pad} (cropping) is not supported")
+        before, after = [0] * rank, [0] * rank
+        for i in range(len(pad) // 2):
+            before[rank - 1 - i], after[rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+        return self.emit("pad", [x], dict(before=tuple(before), after=tuple(after), value=float(value)))
+
+    def matmul(self, a, b):
+        """Two activations: a batched matmul (same batch dims, rank >= 2). An
+        activation times a 2-D constant (a parameter): a linear layer."""
+        if not _is_activation(a):
+            raise self.fail("matmul with a constant left operand is not supported")
+        ra = len(self.shape(a))
+        if not _is_activation(b):
+            if not isinstance(b, (np.ndarray, QConst)) or len(b.shape) != 2 or ra < 1:
+                raise self.fail("matmul with a constant right operand needs a 2-D constant [K, N]")
+            if isinstance(b, QConst):  # per-channel along N (axis 1) becomes axis 0 of [N, K]
+                w: Any = QConst(np.ascontiguousarray(b.data.T), b.scale, b.zero_point,
+                                None if b.axis is None else 1 - b.axis)
+            else:
+                w = np.ascontiguousarray(b.T)
+            return self.linear(a, w, None)
+        sa, sb = self.shape(a), self.shape(b)
+        if ra < 2 or len(sb) != ra or sa[:-2] != sb[:-2]:
+            raise self.fail("matmul of activations needs operands of one rank >= 2 with equal batch dims "
+                            "(no broadcasting)")
+        return self.emit("bmm", [a, b])
+
     def identity(self, x, *rest, **kw):
         return x
 
@@ -314,6 +354,14 @@ class _Converter:
             a.transpose.int: self.transpose,
             a.t.default: self.t,
             a.cat.default: self.cat,
+            a.pad.default: self.pad,
+            a.constant_pad_nd.default: self.constant_pad,
+            a.maximum.default: self.binary("maximum"),
+            a.minimum.default: self.binary("minimum"),
+            a.hardswish.default: self.unary("hardswish"),
+            a.bmm.default: self.matmul,
+            a.mm.default: self.matmul,
+            a.matmul.default: self.matmul,
             a.dropout.default: self.identity,
             a.contiguous.default: self.identity,
             a.clone.default: self.identity,
@@ -476,8 +524,9 @@ def _replace_uses(g: Graph, old: int, new: int) -> None:
 # Ops with an int8 kernel when all activation inputs come from dequantize and
 # the one user of the output is a quantize. "shared" ops need the same
 # quantization in and out (the quantizer arranges it); they move int8 bytes.
-QUANTIZED_OPS = {"conv2d", "linear", "add", "mul", "softmax", "sigmoid", "tanh"}
-SHARED_QUANT_OPS = {"max_pool2d", "avg_pool2d", "mean", "clamp", "reshape", "permute", "cat"}
+QUANTIZED_OPS = {"conv2d", "linear", "add", "mul", "softmax", "sigmoid", "tanh", "hardswish", "bmm"}
+SHARED_QUANT_OPS = {"max_pool2d", "avg_pool2d", "mean", "clamp", "reshape", "permute", "cat", "pad",
+                    "maximum", "minimum"}
 
 
 def _int8_supported(g: Graph, n: Node, in_q: list[tuple[float, int]], out_q: tuple[float, int]) -> bool:
@@ -491,8 +540,12 @@ def _int8_supported(g: Graph, n: Node, in_q: list[tuple[float, int]], out_q: tup
             groups, cin = n.attrs["groups"], g.shapes[n.inputs[0]][1]  # type: ignore[index]
             return groups == 1 or (groups == cin and w.shape[1] == 1)
         return True
+    if n.op in ("add", "mul", "maximum", "minimum") and not all(isinstance(i, int) for i in n.inputs):
+        return False
     if n.op in ("add", "mul"):
-        return all(isinstance(i, int) for i in n.inputs)
+        return True
+    if n.op == "bmm":  # the int32 accumulator: K products of at most 255 * 255
+        return g.shapes[n.inputs[0]][-1] * 255 * 255 <= 2 ** 31 - 1  # type: ignore[index]
     if n.op in SHARED_QUANT_OPS:
         if any(q != out_q for q in in_q):
             return False
@@ -507,7 +560,7 @@ def _int8_supported(g: Graph, n: Node, in_q: list[tuple[float, int]], out_q: tup
         return True
     if n.op == "softmax":
         return n.attrs["dim"] == len(g.shapes[n.out]) - 1
-    return n.op in ("sigmoid", "tanh")
+    return n.op in ("sigmoid", "tanh", "hardswish")
 
 
 def _no_partial_windows(g: Graph, n: Node) -> bool:

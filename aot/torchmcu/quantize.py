@@ -5,8 +5,11 @@ activations int8 asymmetric per tensor; weights int8 symmetric per output
 channel (-127..127, zero point 0); bias int32 at s_in * s_w[c] (computed
 when lowering, from the float bias, as TFLite's converter does); softmax
 and sigmoid outputs at scale 1/256, zero point -128; tanh at 1/128, 0;
-pass-through ops (pools, reshapes, permutes, concat) share their input's
-quantization, so they run on the int8 bytes with no requantization.
+pass-through ops (pools, reshapes, permutes, concat, constant padding,
+maximum/minimum) share their input's quantization, so they run on the int8
+bytes with no requantization. hardswish's output is calibrated (an int8
+table); a matmul of two activations is TFLite's int8 BATCH_MATMUL, and a
+matmul by a 2-D parameter a linear layer (weights per output column).
 
 A conv or linear followed by ReLU/ReLU6/hardtanh is annotated as one
 pattern (its output quantized after the activation), so the activation
@@ -15,6 +18,7 @@ fuses into the int8 kernel's clamp.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from typing import Any, Iterable
@@ -71,7 +75,13 @@ SHARED = {
     aten.flatten.using_ints, aten.view.default, aten.reshape.default, aten._unsafe_view.default,
     aten.permute.default, aten.transpose.int, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
     aten.unsqueeze.default, aten.dropout.default, aten.clone.default, aten.contiguous.default,
+    aten.pad.default, aten.constant_pad_nd.default,
 }
+# Two inputs and the output at one quantization (int8 max/min of the raw values).
+SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
+# Calibrated output, one activation input (int8 as a table lookup).
+CALIBRATED_UNARY = {aten.hardswish.default}
+MATMUL = {aten.bmm.default, aten.mm.default, aten.matmul.default}
 FIXED_OUTPUT = {  # TFLite's fixed output quantization for these ops
     aten.softmax.int: (1 / 256, -128), aten._softmax.default: (1 / 256, -128),
     aten.sigmoid.default: (1 / 256, -128), aten.tanh.default: (1 / 128, 0),
@@ -131,6 +141,22 @@ def _make_quantizer_class():
                     mark(n, {a: act, b: act}, None if fused else act)
                     if fused is not None:
                         mark(fused, {}, act)
+                elif n.target in MATMUL:
+                    a, b = n.args[0], n.args[1]
+                    if not _is_activation(a):
+                        continue
+                    if _is_activation(b):
+                        mark(n, {a: act, b: act}, act)
+                    elif isinstance(b, Node) and b.meta.get("val") is not None and b.meta["val"].dim() == 2:
+                        # x @ W with W [K, N] a parameter: a linear layer, weights per output channel (N).
+                        mark(n, {a: act, b: dataclasses.replace(weight, ch_axis=1)}, act)
+                elif n.target in SHARED_BINARY:
+                    a, b = n.args[0], n.args[1]
+                    if not (_is_activation(a) and _is_activation(b)):
+                        continue
+                    mark(n, {a: act, b: SharedQuantizationSpec((a, n))}, SharedQuantizationSpec((a, n)))
+                elif n.target in CALIBRATED_UNARY and _is_activation(n.args[0]):
+                    mark(n, {n.args[0]: act}, act)
                 elif n.target in SHARED and _is_activation(n.args[0]):
                     x = n.args[0]
                     mark(n, {x: act}, SharedQuantizationSpec((x, n)))

@@ -103,6 +103,22 @@ def mul_params(s1: float, zp1: int, s2: float, zp2: int, s_out: float, zp_out: i
                 act_max=int(act_max))
 
 
+def batch_matmul_params(s_a: float, zp_a: int, s_b: float, zp_b: int, s_out: float, zp_out: int,
+                        act_min: int = -128, act_max: int = 127) -> dict:
+    """QuantBatchMatmulParams as TFLM's BATCH_MATMUL Prepare
+    (GetQuantizedConvolutionMultipler): QuantizeMultiplier(s_a * s_b / s_out)."""
+    m, sh = quantize_multiplier(_f32(s_a) * _f32(s_b) / _f32(s_out))
+    return dict(lhs_offset=-int(zp_a), rhs_offset=-int(zp_b), output_multiplier=m, output_shift=sh,
+                output_offset=int(zp_out), act_min=int(act_min), act_max=int(act_max))
+
+
+def hardswish(x: np.ndarray) -> np.ndarray:
+    """x * relu6(x + 3) / 6 in float32 (PyTorch's order: the product, then
+    the division), the function lut_table tabulates for int8 hardswish."""
+    x = np.asarray(x, dtype=np.float32)
+    return (x * np.clip(x + np.float32(3), np.float32(0), np.float32(6)) / np.float32(6)).astype(np.float32)
+
+
 def softmax_params(input_scale: float, beta: float = 1.0) -> dict:
     """QuantSoftmaxParams as TFLM's CalculateSoftmaxParams for int8:
     PreprocessSoftmaxScaling(beta, input_scale, 5 integer bits), i.e.
@@ -318,6 +334,33 @@ def mul(a: np.ndarray, b: np.ndarray, p: dict) -> np.ndarray:
                    p["act_min"], p["act_max"])
 
 
+def maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """maximum_s8 (TFLite's int8 MAXIMUM): the raw values, one shared
+    quantization; numpy broadcasting."""
+    return np.maximum(np.asarray(a, np.int8), np.asarray(b, np.int8)).astype(np.int8)
+
+
+def minimum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """minimum_s8 (TFLite's int8 MINIMUM)."""
+    return np.minimum(np.asarray(a, np.int8), np.asarray(b, np.int8)).astype(np.int8)
+
+
+def batch_matmul(a: np.ndarray, b: np.ndarray, p: dict) -> np.ndarray:
+    """batch_matmul_s8 (TFLite's int8 BATCH_MATMUL, reference kernel): a [..., M, K],
+    b [..., K, N]; acc = sum_k (a + lhs_offset) * (b + rhs_offset) in int32, then
+    requantized per tensor. p: the batch_matmul_params dict."""
+    a = np.asarray(a, dtype=np.int64) + p["lhs_offset"]
+    b = np.asarray(b, dtype=np.int64) + p["rhs_offset"]
+    return _output(np.matmul(a, b), p["output_multiplier"], p["output_shift"], p["output_offset"],
+                   p["act_min"], p["act_max"])
+
+
+def pad(x: np.ndarray, before, after, value) -> np.ndarray:
+    """The PAD op (any dtype): constant padding of each dim."""
+    x = np.asarray(x)
+    return np.pad(x, list(zip(before, after)), constant_values=np.asarray(value, x.dtype))
+
+
 # ---------------------------------------------------------------------- pools
 
 
@@ -473,5 +516,5 @@ __all__ = [
     "quantize_multiplier", "conv_requant", "add_params", "mul_params", "softmax_params",
     "lut_table", "fold_linear_bias", "requantize", "conv2d", "depthwise_conv2d", "linear",
     "add", "mul", "max_pool2d", "avg_pool2d", "softmax", "quantize", "dequantize", "clamp",
-    "lut",
+    "lut", "batch_matmul_params", "hardswish", "maximum", "minimum", "batch_matmul", "pad",
 ]

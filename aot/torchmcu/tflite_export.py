@@ -14,9 +14,14 @@ the builtin operator with the same integer arithmetic:
     AVG_POOL2D_S8        AVERAGE_POOL_2D (SAME or VALID only)
     SOFTMAX_S8           SOFTMAX (beta 1)
     CLAMP_S8             RELU / RELU6 where the bounds are theirs, else MAXIMUM + MINIMUM
-    LUT_S8               LOGISTIC / TANH when the table is the sigmoid's / tanh's
+    LUT_S8               LOGISTIC / TANH when the table is the sigmoid's / tanh's (a hardswish
+                         table has no TFLite form: TFLite's int8 HARD_SWISH is a fixed-point
+                         approximation that differs from the float table by 1 LSB on a few inputs)
+    MAXIMUM_S8, MINIMUM_S8       MAXIMUM, MINIMUM (one shared quantization)
+    BATCH_MATMUL_S8      BATCH_MATMUL (adj_x = adj_y = false; MAXIMUM/MINIMUM after for a clamp)
     QUANTIZE_S8, DEQUANTIZE_S8   QUANTIZE, DEQUANTIZE
     PERMUTE, CONCAT, COPY        TRANSPOSE, CONCATENATION, RESHAPE
+    PAD                  PAD where the value is the zero point (int8) or 0 (float), else PADV2
     aliases (flatten, reshape: a second tensor over the same bytes)   RESHAPE
 
 Fused activation ranges become TFLite's fused activations when
@@ -166,7 +171,14 @@ def verify_derived(pte: bytes) -> list[str]:
                 problems.append(f"{p.describe(i)}: parameters differ from TFLite's: {diff}")
             if p.qparams(out) != (1.0 / 256, -128):
                 problems.append(f"{p.describe(i)}: output quantization {p.qparams(out)}, TFLite's is (1/256, -128)")
-        elif code in ("MAX_POOL2D_S8", "AVG_POOL2D_S8", "CLAMP_S8", "CONCAT", "PERMUTE", "COPY"):
+        elif code == "BATCH_MATMUL_S8":
+            (s1, z1), (s2, z2), (so, zo) = p.qparams(ins[0]), p.qparams(ins[1]), p.qparams(out)
+            exp = ref.batch_matmul_params(s1, z1, s2, z2, so, zo, params["act_min"], params["act_max"])
+            diff = {k: (params[k], v) for k, v in exp.items() if params.get(k) != v}
+            if diff:
+                problems.append(f"{p.describe(i)}: parameters differ from TFLite's: {diff}")
+        elif code in ("MAX_POOL2D_S8", "AVG_POOL2D_S8", "CLAMP_S8", "CONCAT", "PERMUTE", "COPY", "PAD",
+                      "MAXIMUM_S8", "MINIMUM_S8"):
             if p.tensors[out]["dtype"] == "I8":
                 for t in ins:
                     if t >= 0 and p.qparams(t) != p.qparams(out):
@@ -514,8 +526,64 @@ class _Exporter:
                                       f"({qout[0]:g}, {qout[1]})")
                 self.w.add_op(opcode, [ins[0]], [out])
                 return
+        if np.array_equal(table, ref.lut_table(ref.hardswish, s_in, zp_in, s_out, zp_out)):
+            raise ExportError(f"{P.describe(index)}: a hardswish table: TFLite's int8 HARD_SWISH is a "
+                              "fixed-point approximation that differs from it by 1 LSB on some inputs, so no "
+                              "TFLite op computes it exactly")
         raise ExportError(f"{P.describe(index)}: the table is neither the sigmoid's nor tanh's at its "
                           "quantization: no TFLite op computes it")
+
+    def op_hardswish_f32(self, index, op, p, ins, out):
+        self.w.add_op("HARD_SWISH", [ins[0]], [out])
+
+    def op_maximum_s8(self, index, op, p, ins, out):
+        self.w.add_op("MAXIMUM", ins[:2], [out])
+
+    def op_minimum_s8(self, index, op, p, ins, out):
+        self.w.add_op("MINIMUM", ins[:2], [out])
+
+    def _max_min_f32(self, op, p, ins, out, opcode):
+        ins = [self.constant(t) if self.p.is_const(t) else i for t, i in zip(op["inputs"], ins)]
+        act, bounds = self.float_act(p)
+        if act != "NONE":  # MAXIMUM/MINIMUM have no fused activation
+            bounds = (float(p.get("act_min", -math.inf)), float(p.get("act_max", math.inf)))
+        self.with_clamp(lambda o: self.w.add_op(opcode, ins[:2], [o]), out, bounds, "float32")
+
+    def op_maximum_f32(self, index, op, p, ins, out):
+        self._max_min_f32(op, p, ins, out, "MAXIMUM")
+
+    def op_minimum_f32(self, index, op, p, ins, out):
+        self._max_min_f32(op, p, ins, out, "MINIMUM")
+
+    def op_batch_matmul_s8(self, index, op, p, ins, out):
+        # TFLite's BATCH_MATMUL has no fused activation: a narrower range clamps afterwards.
+        bounds = () if (p["act_min"], p["act_max"]) == (-128, 127) else (p["act_min"], p["act_max"])
+        self.with_clamp(lambda o: self.w.add_op("BATCH_MATMUL", ins[:2], [o], dict(adj_x=False, adj_y=False)),
+                        out, bounds, "int8")
+
+    def op_batch_matmul_f32(self, index, op, p, ins, out):
+        self.w.add_op("BATCH_MATMUL", ins[:2], [out], dict(adj_x=False, adj_y=False))
+
+    def op_pad(self, index, op, p, ins, out):
+        P = self.p
+        t = P.tensors[op["outputs"][0]]
+        src = self.constant(op["inputs"][0]) if P.is_const(op["inputs"][0]) else ins[0]
+        paddings = self.int_vector("paddings", [[b, a] for b, a in zip(p["before"], p["after"])])
+        if t["dtype"] == "I8":
+            value, default = p.get("qvalue", 0), int(t["zero_point"])  # TFLite's PAD pads int8 with the zero point
+        elif t["dtype"] == "F32":
+            value, default = p.get("value", 0.0), 0.0
+        else:
+            raise ExportError(f"{P.describe(index)}: padding a {t['dtype']} tensor")
+        if value == default:
+            self.w.add_op("PAD", [src, paddings], [out])
+        else:
+            if t["dtype"] == "I8":
+                v = self.const_tensor("pad_value", np.asarray([value], np.int8), "int8", float(t["scale"]),
+                                      int(t["zero_point"]))
+            else:
+                v = self.const_tensor("pad_value", np.asarray([value], np.float32), "float32")
+            self.w.add_op("PADV2", [src, paddings, v], [out])
 
     def op_sigmoid_f32(self, index, op, p, ins, out):
         self.w.add_op("LOGISTIC", [ins[0]], [out])

@@ -57,6 +57,7 @@ _OPTIONS = {
     "CONCATENATION": "ConcatenationOptions",
     "TRANSPOSE": "TransposeOptions",
     "PAD": "PadOptions",
+    "BATCH_MATMUL": "BatchMatMulOptions",
     "MEAN": "ReducerOptions",
     "QUANTIZE": "QuantizeOptions",
     "DEQUANTIZE": "DequantizeOptions",

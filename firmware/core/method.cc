@@ -59,9 +59,8 @@ TensorView Method::view(int32_t index) const {
   TensorView v;
   if (index < 0 || uint32_t(index) >= tensors_.size()) return v;
   const schema::Tensor t = tensors_[uint32_t(index)];
-  uint8_t* base = t.region() == schema::Region::CONSTANT
-                      ? const_cast<uint8_t*>(program_.constants())
-                      : arenas_[t.arena()].data;
+  v.constant = t.region() == schema::Region::CONSTANT;
+  uint8_t* base = v.constant ? const_cast<uint8_t*>(program_.constants()) : arenas_[t.arena()].data;
   v.data = base + t.offset();
   v.dtype = t.dtype();
   const fb::Vector<int32_t> dims = t.dims();

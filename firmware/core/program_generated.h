@@ -56,8 +56,16 @@ enum class OpCode : uint16_t {
   SOFTMAX_S8 = 24,
   CLAMP_S8 = 25,
   LUT_S8 = 26,
+  PAD = 27,
+  MAXIMUM_F32 = 28,
+  MINIMUM_F32 = 29,
+  MAXIMUM_S8 = 30,
+  MINIMUM_S8 = 31,
+  HARDSWISH_F32 = 32,
+  BATCH_MATMUL_F32 = 33,
+  BATCH_MATMUL_S8 = 34,
 };
-constexpr uint32_t kNumOpCode = 27;
+constexpr uint32_t kNumOpCode = 35;
 
 enum class OpParams : uint8_t {
   NONE = 0,
@@ -77,6 +85,8 @@ enum class OpParams : uint8_t {
   QuantPool2dParams = 14,
   QuantSoftmaxParams = 15,
   QuantClampParams = 16,
+  PadParams = 17,
+  QuantBatchMatmulParams = 18,
 };
 
 class Tensor;
@@ -97,6 +107,8 @@ class QuantMulParams;
 class QuantPool2dParams;
 class QuantSoftmaxParams;
 class QuantClampParams;
+class PadParams;
+class QuantBatchMatmulParams;
 class Op;
 class Program;
 
@@ -428,6 +440,44 @@ class QuantClampParams : public fb::Table {
   }
 };
 
+class PadParams : public fb::Table {
+ public:
+  using fb::Table::Table;
+  fb::Vector<int32_t> before() const { return vector<int32_t>(4); }
+  fb::Vector<int32_t> after() const { return vector<int32_t>(6); }
+  float value() const { return scalar<float>(8, 0.0f); }
+  int32_t qvalue() const { return scalar<int32_t>(10, 0); }
+  bool verify(fb::Verifier& v) const {
+    if (!v.vector_field<int32_t>(*this, 4)) return false;
+    if (!v.vector_field<int32_t>(*this, 6)) return false;
+    if (!v.scalar_field<float>(*this, 8)) return false;
+    if (!v.scalar_field<int32_t>(*this, 10)) return false;
+    return true;
+  }
+};
+
+class QuantBatchMatmulParams : public fb::Table {
+ public:
+  using fb::Table::Table;
+  int32_t lhs_offset() const { return scalar<int32_t>(4, 0); }
+  int32_t rhs_offset() const { return scalar<int32_t>(6, 0); }
+  int32_t output_multiplier() const { return scalar<int32_t>(8, 0); }
+  int32_t output_shift() const { return scalar<int32_t>(10, 0); }
+  int32_t output_offset() const { return scalar<int32_t>(12, 0); }
+  int32_t act_min() const { return scalar<int32_t>(14, -128); }
+  int32_t act_max() const { return scalar<int32_t>(16, 127); }
+  bool verify(fb::Verifier& v) const {
+    if (!v.scalar_field<int32_t>(*this, 4)) return false;
+    if (!v.scalar_field<int32_t>(*this, 6)) return false;
+    if (!v.scalar_field<int32_t>(*this, 8)) return false;
+    if (!v.scalar_field<int32_t>(*this, 10)) return false;
+    if (!v.scalar_field<int32_t>(*this, 12)) return false;
+    if (!v.scalar_field<int32_t>(*this, 14)) return false;
+    if (!v.scalar_field<int32_t>(*this, 16)) return false;
+    return true;
+  }
+};
+
 class Op : public fb::Table {
  public:
   using fb::Table::Table;
@@ -451,6 +501,8 @@ class Op : public fb::Table {
   QuantPool2dParams params_as_QuantPool2dParams() const { return params_type() == OpParams::QuantPool2dParams ? table<QuantPool2dParams>(12) : QuantPool2dParams(); }
   QuantSoftmaxParams params_as_QuantSoftmaxParams() const { return params_type() == OpParams::QuantSoftmaxParams ? table<QuantSoftmaxParams>(12) : QuantSoftmaxParams(); }
   QuantClampParams params_as_QuantClampParams() const { return params_type() == OpParams::QuantClampParams ? table<QuantClampParams>(12) : QuantClampParams(); }
+  PadParams params_as_PadParams() const { return params_type() == OpParams::PadParams ? table<PadParams>(12) : PadParams(); }
+  QuantBatchMatmulParams params_as_QuantBatchMatmulParams() const { return params_type() == OpParams::QuantBatchMatmulParams ? table<QuantBatchMatmulParams>(12) : QuantBatchMatmulParams(); }
   fb::String name() const { return string(14); }
   bool verify(fb::Verifier& v) const {
     if (!v.scalar_field<uint16_t>(*this, 4)) return false;
@@ -475,6 +527,8 @@ class Op : public fb::Table {
       case OpParams::QuantPool2dParams: if (!v.table_field<QuantPool2dParams>(*this, 12)) return false; break;
       case OpParams::QuantSoftmaxParams: if (!v.table_field<QuantSoftmaxParams>(*this, 12)) return false; break;
       case OpParams::QuantClampParams: if (!v.table_field<QuantClampParams>(*this, 12)) return false; break;
+      case OpParams::PadParams: if (!v.table_field<PadParams>(*this, 12)) return false; break;
+      case OpParams::QuantBatchMatmulParams: if (!v.table_field<QuantBatchMatmulParams>(*this, 12)) return false; break;
       default: return false;
     }
     if (!v.string_field(*this, 14)) return false;

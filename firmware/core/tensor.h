@@ -33,6 +33,10 @@ struct TensorView {
   uint32_t nbytes = 0;
   float scale = 0.0f;
   int32_t zero_point = 0;
+  /// In the constant segment: read-only, and the same at run time as when
+  /// load() checked its values (kernels that validate values, such as
+  /// requantization shifts, require their operand to be constant).
+  bool constant = false;
 
   bool present() const { return data != nullptr; }
   uint32_t numel() const { return nbytes / dtype_size(dtype); }

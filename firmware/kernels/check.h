@@ -44,6 +44,14 @@ inline bool operands(const OpContext& ctx, uint32_t min_in, uint32_t max_in,
   return true;
 }
 
+/// The two operands' bytes do not overlap (kernels that copy with memcpy, or
+/// read an input after writing part of the output, need this).
+inline bool disjoint(const TensorView& a, const TensorView& b) {
+  const auto* pa = static_cast<const uint8_t*>(a.data);
+  const auto* pb = static_cast<const uint8_t*>(b.data);
+  return pa + a.nbytes <= pb || pb + b.nbytes <= pa;
+}
+
 /// Spatial parameters stay small, so index arithmetic cannot overflow int32.
 inline bool small(int32_t v, int32_t lo) { return v >= lo && v <= (1 << 16); }
 

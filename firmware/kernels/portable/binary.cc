@@ -10,6 +10,13 @@ struct AddOp {
 struct MulOp {
   float operator()(float x, float y) const { return x * y; }
 };
+// NaN propagates, as torch.maximum / torch.minimum.
+struct MaxOp {
+  float operator()(float x, float y) const { return x != x ? x : (x > y ? x : y); }
+};
+struct MinOp {
+  float operator()(float x, float y) const { return x != x ? x : (x < y ? x : y); }
+};
 
 template <typename Op>
 inline float apply(Op op, float x, float y, ActRange act) {
@@ -101,6 +108,18 @@ void mul_f32(const float* a, const int32_t* a_dims, const float* b,
              const int32_t* b_dims, float* out, const int32_t* out_dims,
              int32_t rank, ActRange act) {
   broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, act, MulOp());
+}
+
+void maximum_f32(const float* a, const int32_t* a_dims, const float* b,
+                 const int32_t* b_dims, float* out, const int32_t* out_dims,
+                 int32_t rank, ActRange act) {
+  broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, act, MaxOp());
+}
+
+void minimum_f32(const float* a, const int32_t* a_dims, const float* b,
+                 const int32_t* b_dims, float* out, const int32_t* out_dims,
+                 int32_t rank, ActRange act) {
+  broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, act, MinOp());
 }
 
 }  // namespace portable

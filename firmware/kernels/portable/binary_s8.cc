@@ -37,6 +37,19 @@ struct MulS8 {
   }
 };
 
+// Max / min of the raw values: no requantization (one shared quantization).
+struct MaxS8 {
+  int32_t lhs(int8_t a) const { return a; }
+  int32_t rhs(int8_t b) const { return b; }
+  int8_t combine(int32_t a, int32_t b) const { return static_cast<int8_t>(a > b ? a : b); }
+};
+
+struct MinS8 {
+  int32_t lhs(int8_t a) const { return a; }
+  int32_t rhs(int8_t b) const { return b; }
+  int8_t combine(int32_t a, int32_t b) const { return static_cast<int8_t>(a < b ? a : b); }
+};
+
 // Broadcasting as add_f32: size-1 axes are dropped and neighbouring axes with
 // the same broadcast pattern merged, so common cases are one flat loop.
 template <typename Op>
@@ -109,6 +122,16 @@ void add_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32
 void mul_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
             int8_t* out, const int32_t* out_dims, int32_t rank, const QuantMulParams& p) {
   broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, MulS8(p));
+}
+
+void maximum_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
+                int8_t* out, const int32_t* out_dims, int32_t rank) {
+  broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, MaxS8());
+}
+
+void minimum_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
+                int8_t* out, const int32_t* out_dims, int32_t rank) {
+  broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, MinS8());
 }
 
 }  // namespace portable

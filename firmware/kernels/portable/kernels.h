@@ -36,6 +36,14 @@ extern const Kernel kAvgPool2dS8;
 extern const Kernel kSoftmaxS8;
 extern const Kernel kClampS8;
 extern const Kernel kLutS8;
+extern const Kernel kPad;
+extern const Kernel kMaximumF32;
+extern const Kernel kMinimumF32;
+extern const Kernel kMaximumS8;
+extern const Kernel kMinimumS8;
+extern const Kernel kHardswishF32;
+extern const Kernel kBatchMatmulF32;
+extern const Kernel kBatchMatmulS8;
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -290,6 +290,7 @@ Error permute_check(const OpContext& ctx) {
   const fb::Vector<int32_t> perm = p.perm();
   TMCU_CHECK(x.rank >= 1 && y.rank == x.rank && perm.size() == uint32_t(x.rank),
              Error::InvalidOp);
+  TMCU_CHECK(check::disjoint(x, y), Error::InvalidOp);  // the kernel copies with memcpy
   uint32_t seen = 0;
   for (int32_t d = 0; d < x.rank; ++d) {
     const int32_t from = perm[uint32_t(d)];
@@ -316,7 +317,7 @@ Error concat_check(const OpContext& ctx) {
   int64_t total = 0;
   for (uint32_t i = 0; i < ctx.num_inputs; ++i) {
     const TensorView& x = ctx.inputs[i];
-    TMCU_CHECK(x.rank == y.rank, Error::InvalidOp);
+    TMCU_CHECK(x.rank == y.rank && check::disjoint(x, y), Error::InvalidOp);
     for (int32_t d = 0; d < y.rank; ++d) {
       TMCU_CHECK(d == p.axis() || x.dims[d] == y.dims[d], Error::InvalidOp);
     }
@@ -349,6 +350,91 @@ void copy_run(const OpContext& ctx) {
   std::memmove(ctx.outputs[0].data, ctx.inputs[0].data, ctx.outputs[0].nbytes);
 }
 
+// ---- constant padding (F32 or I8): out dim d = before[d] + in dim d + after[d]
+
+Error pad_check(const OpContext& ctx) {
+  TMCU_TRY(same_dtype_operands(ctx, 1, 1));
+  const TensorView& x = ctx.inputs[0];
+  const TensorView& y = ctx.outputs[0];
+  TMCU_CHECK((x.dtype == DType::F32 || x.dtype == DType::I8) && check::disjoint(x, y), Error::InvalidOp);
+  const schema::PadParams p = ctx.op.params_as_PadParams();
+  TMCU_CHECK(p.valid(), Error::InvalidOp);
+  const fb::Vector<int32_t> before = p.before();
+  const fb::Vector<int32_t> after = p.after();
+  TMCU_CHECK(x.rank >= 1 && y.rank == x.rank && before.size() == uint32_t(x.rank) &&
+                 after.size() == uint32_t(x.rank),
+             Error::InvalidOp);
+  for (int32_t d = 0; d < x.rank; ++d) {
+    const int32_t b = before[uint32_t(d)];
+    const int32_t a = after[uint32_t(d)];
+    TMCU_CHECK(check::small(b, 0) && check::small(a, 0) &&
+                   int64_t(b) + x.dims[d] + a == int64_t(y.dims[d]),
+               Error::InvalidOp);
+  }
+  if (x.dtype == DType::I8) {  // one quantization in and out; the value an int8
+    TMCU_CHECK(p.qvalue() >= -128 && p.qvalue() <= 127 && x.scale == y.scale &&
+                   x.zero_point == y.zero_point,
+               Error::InvalidOp);
+  }
+  return Error::Ok;
+}
+
+void pad_run(const OpContext& ctx) {
+  const TensorView& x = ctx.inputs[0];
+  const schema::PadParams p = ctx.op.params_as_PadParams();
+  int32_t before[kMaxRank];
+  int32_t after[kMaxRank];
+  for (int32_t d = 0; d < x.rank; ++d) {
+    before[d] = p.before()[uint32_t(d)];
+    after[d] = p.after()[uint32_t(d)];
+  }
+  const float fvalue = p.value();
+  const int8_t qvalue = static_cast<int8_t>(p.qvalue());
+  const void* value = x.dtype == DType::F32 ? static_cast<const void*>(&fvalue)
+                                            : static_cast<const void*>(&qvalue);
+  pad(x.data, x.dims, x.rank, before, after, value, ctx.outputs[0].data, dtype_size(x.dtype));
+}
+
+// ---- hardswish ----------------------------------------------------------------
+
+void hardswish_run(const OpContext& ctx) {
+  hardswish_f32(ctx.inputs[0].as<const float>(), ctx.outputs[0].as<float>(),
+                ctx.outputs[0].numel());
+}
+
+// ---- batch matmul: a [..., M, K], b [..., K, N] -> [..., M, N], same batch dims
+
+Error matmul_shapes_check(const OpContext& ctx) {
+  const TensorView& a = ctx.inputs[0];
+  const TensorView& b = ctx.inputs[1];
+  const TensorView& y = ctx.outputs[0];
+  const int32_t r = y.rank;
+  TMCU_CHECK(r >= 2 && a.rank == r && b.rank == r, Error::InvalidOp);
+  for (int32_t d = 0; d < r - 2; ++d) {
+    TMCU_CHECK(a.dims[d] == y.dims[d] && b.dims[d] == y.dims[d], Error::InvalidOp);
+  }
+  TMCU_CHECK(a.dims[r - 1] == b.dims[r - 2] && a.dims[r - 2] == y.dims[r - 2] &&
+                 b.dims[r - 1] == y.dims[r - 1],
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+Error batch_matmul_check(const OpContext& ctx) {
+  TMCU_CHECK(check::operands(ctx, 2, 2, 1, DType::F32), Error::InvalidOp);
+  TMCU_CHECK(check::disjoint(ctx.inputs[0], ctx.outputs[0]) && check::disjoint(ctx.inputs[1], ctx.outputs[0]),
+             Error::InvalidOp);
+  return matmul_shapes_check(ctx);
+}
+
+void batch_matmul_run(const OpContext& ctx) {
+  const TensorView& a = ctx.inputs[0];
+  const TensorView& b = ctx.inputs[1];
+  const int32_t r = a.rank;
+  batch_matmul_f32(a.as<const float>(), b.as<const float>(), ctx.outputs[0].as<float>(),
+                   int32_t(check::extent(a, 0, r - 2)), a.dims[r - 2], a.dims[r - 1],
+                   b.dims[r - 1]);
+}
+
 }  // namespace
 
 const Kernel kLinearF32 = {linear_check, linear_run};
@@ -366,6 +452,11 @@ const Kernel kSoftmaxF32 = {softmax_check, softmax_run};
 const Kernel kPermute = {permute_check, permute_run};
 const Kernel kConcat = {concat_check, concat_run};
 const Kernel kCopy = {copy_check, copy_run};
+const Kernel kPad = {pad_check, pad_run};
+const Kernel kMaximumF32 = {binary_check, binary_run<maximum_f32>};
+const Kernel kMinimumF32 = {binary_check, binary_run<minimum_f32>};
+const Kernel kHardswishF32 = {unary_check, hardswish_run};
+const Kernel kBatchMatmulF32 = {batch_matmul_check, batch_matmul_run};
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -18,7 +18,9 @@ bool is_s8_nhwc(const TensorView& t) { return check::is(t, DType::I8, 4); }
 
 /// A 1-D int32 constant of `n` entries (bias, multipliers, shifts).
 bool i32_vector(const TensorView& t, int32_t n) {
-  return check::is(t, DType::I32, 1) && t.dims[0] == n;
+  // Constants only: their values (shifts, bias bounds) are checked here at
+  // load and must not change before the kernel reads them.
+  return check::is(t, DType::I32, 1) && t.dims[0] == n && t.constant;
 }
 
 bool act_ok(int32_t lo, int32_t hi) { return -128 <= lo && lo <= hi && hi <= 127; }
@@ -30,6 +32,22 @@ bool shifts_ok(const TensorView& shift) {
   }
   return true;
 }
+
+/// The int32 accumulator of an output cannot overflow: the bias plus `terms`
+/// products each at most `per_term` in magnitude stay within int32. (A
+/// hostile bias near INT32_MAX would otherwise overflow the sum: undefined.)
+bool bias_ok(const TensorView& bias, int64_t terms, int64_t per_term) {
+  const int64_t room = int64_t(INT32_MAX) - terms * per_term;
+  if (room < 0) return false;
+  const int32_t* b = bias.as<const int32_t>();
+  for (uint32_t i = 0; i < bias.numel(); ++i) {
+    if (b[i] < -room || b[i] > room) return false;
+  }
+  return true;
+}
+
+/// A tensor's zero point, as the quantize / dequantize kernels use it.
+bool zero_point_ok(const TensorView& t) { return t.zero_point >= -128 && t.zero_point <= 127; }
 
 // Same window rule as the float kernels: PyTorch's output size, padding
 // symmetric; partial ceil-mode windows are not lowered to int8.
@@ -48,7 +66,11 @@ bool operand_count_ok(const OpContext& ctx) {
   return ctx.num_inputs == 6 && ctx.inputs[5].present() && ctx.inputs[5].dtype == DType::I8;
 }
 
-Error conv_common_check(const OpContext& ctx, int32_t kh, int32_t kw, int32_t out_channels) {
+// `taps`: the multiply-accumulates of one output element; each is at most
+// |(x + input_offset) * w| <= 256 * 128, or |x * w| + |input_offset * w| on
+// the interior path (bias + input_offset * sum(w), then sum x * w).
+Error conv_common_check(const OpContext& ctx, int32_t kh, int32_t kw, int32_t out_channels,
+                        int64_t taps) {
   TMCU_CHECK(operand_count_ok(ctx), Error::InvalidOp);
   const schema::QuantConv2dParams p = ctx.op.params_as_QuantConv2dParams();
   TMCU_CHECK(p.valid(), Error::InvalidOp);
@@ -69,7 +91,8 @@ Error conv_common_check(const OpContext& ctx, int32_t kh, int32_t kw, int32_t ou
   for (uint32_t i = 2; i < 5; ++i) {
     TMCU_CHECK(i32_vector(ctx.inputs[i], out_channels), Error::InvalidOp);
   }
-  TMCU_CHECK(shifts_ok(ctx.inputs[4]), Error::InvalidOp);
+  TMCU_CHECK(shifts_ok(ctx.inputs[4]) && bias_ok(ctx.inputs[2], taps, 2 * 128 * 128),
+             Error::InvalidOp);
   return Error::Ok;
 }
 
@@ -83,7 +106,8 @@ Error conv2d_check(const OpContext& ctx) {
   TMCU_CHECK(operand_count_ok(ctx), Error::InvalidOp);
   const TensorView& w = ctx.inputs[1];
   TMCU_CHECK(check::is(w, DType::I8, 4) && w.dims[3] == ctx.inputs[0].dims[3], Error::InvalidOp);
-  return conv_common_check(ctx, w.dims[1], w.dims[2], w.dims[0]);
+  return conv_common_check(ctx, w.dims[1], w.dims[2], w.dims[0],
+                           int64_t(w.dims[1]) * w.dims[2] * w.dims[3]);
 }
 
 void conv2d_run(const OpContext& ctx) {
@@ -99,7 +123,7 @@ Error depthwise_check(const OpContext& ctx) {
   TMCU_CHECK(operand_count_ok(ctx), Error::InvalidOp);
   const TensorView& w = ctx.inputs[1];
   TMCU_CHECK(check::is(w, DType::I8, 4) && w.dims[0] == 1, Error::InvalidOp);
-  TMCU_TRY(conv_common_check(ctx, w.dims[1], w.dims[2], w.dims[3]));
+  TMCU_TRY(conv_common_check(ctx, w.dims[1], w.dims[2], w.dims[3], int64_t(w.dims[1]) * w.dims[2]));
   const int32_t multiplier = ctx.op.params_as_QuantConv2dParams().multiplier();
   TMCU_CHECK(multiplier >= 1 && int64_t(ctx.inputs[0].dims[3]) * multiplier == w.dims[3],
              Error::InvalidOp);
@@ -134,7 +158,8 @@ Error linear_check(const OpContext& ctx) {
   TMCU_CHECK(x.dims[x.rank - 1] == w.dims[1] && y.dims[y.rank - 1] == w.dims[0] &&
                  check::extent(x, 0, x.rank - 1) == check::extent(y, 0, y.rank - 1),
              Error::InvalidOp);
-  TMCU_CHECK(i32_vector(ctx.inputs[2], w.dims[0]), Error::InvalidOp);
+  TMCU_CHECK(i32_vector(ctx.inputs[2], w.dims[0]) && bias_ok(ctx.inputs[2], w.dims[1], 128 * 128),
+             Error::InvalidOp);
   const int32_t n = ctx.inputs[3].dims[0];
   TMCU_CHECK((n == 1 || n == w.dims[0]) && i32_vector(ctx.inputs[3], n) &&
                  i32_vector(ctx.inputs[4], n) && shifts_ok(ctx.inputs[4]),
@@ -175,10 +200,14 @@ Error add_check(const OpContext& ctx) {
   TMCU_TRY(binary_shapes_check(ctx));
   const schema::QuantAddParams p = ctx.op.params_as_QuantAddParams();
   TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && p.left_shift() >= 0 &&
-                 p.left_shift() <= 22 && shift_ok(p.input1_shift()) &&
-                 shift_ok(p.input2_shift()) && shift_ok(p.output_shift()) &&
+                 p.left_shift() <= 22 && shift_ok(p.output_shift()) &&
+                 // Input multipliers < 1 (as the compiler and TFLM derive them):
+                 // each rescaled input stays below 2^30, so their sum fits int32.
+                 p.input1_shift() >= -31 && p.input1_shift() <= 0 && p.input1_multiplier() >= 0 &&
+                 p.input2_shift() >= -31 && p.input2_shift() <= 0 && p.input2_multiplier() >= 0 &&
                  p.input1_offset() >= -127 && p.input1_offset() <= 128 &&
-                 p.input2_offset() >= -127 && p.input2_offset() <= 128,
+                 p.input2_offset() >= -127 && p.input2_offset() <= 128 &&
+                 p.output_offset() >= -128 && p.output_offset() <= 127,
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -201,7 +230,8 @@ Error mul_check(const OpContext& ctx) {
   const schema::QuantMulParams p = ctx.op.params_as_QuantMulParams();
   TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && shift_ok(p.output_shift()) &&
                  p.input1_offset() >= -127 && p.input1_offset() <= 128 &&
-                 p.input2_offset() >= -127 && p.input2_offset() <= 128,
+                 p.input2_offset() >= -127 && p.input2_offset() <= 128 &&
+                 p.output_offset() >= -128 && p.output_offset() <= 127,
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -264,6 +294,10 @@ Error softmax_check(const OpContext& ctx) {
   TMCU_CHECK(p.valid() && x.rank >= 1 && check::same_dims(x, ctx.outputs[0]) &&
                  p.input_left_shift() >= 0 && p.input_left_shift() <= 31 && p.diff_min() <= 0,
              Error::InvalidOp);
+  // Only differences >= diff_min are scaled by 2^input_left_shift: that
+  // product must fit in int32.
+  TMCU_CHECK(int64_t(p.diff_min()) * (int64_t{1} << p.input_left_shift()) >= INT32_MIN,
+             Error::InvalidOp);
   return Error::Ok;
 }
 
@@ -283,7 +317,7 @@ Error quantize_check(const OpContext& ctx) {
   const TensorView& x = ctx.inputs[0];
   const TensorView& y = ctx.outputs[0];
   TMCU_CHECK(x.present() && x.dtype == DType::F32 && y.dtype == DType::I8 &&
-                 x.numel() == y.numel() && y.scale > 0.0f,
+                 x.numel() == y.numel() && y.scale > 0.0f && zero_point_ok(y),
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -299,7 +333,7 @@ Error dequantize_check(const OpContext& ctx) {
   const TensorView& x = ctx.inputs[0];
   const TensorView& y = ctx.outputs[0];
   TMCU_CHECK(x.present() && x.dtype == DType::I8 && y.dtype == DType::F32 &&
-                 x.numel() == y.numel(),
+                 x.numel() == y.numel() && zero_point_ok(x),
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -351,6 +385,96 @@ const Kernel kAvgPool2dS8 = {pool_check, avg_pool_run};
 const Kernel kSoftmaxS8 = {softmax_check, softmax_run};
 const Kernel kClampS8 = {clamp_check, clamp_run};
 const Kernel kLutS8 = {lut_check, lut_run};
+
+}  // namespace portable
+}  // namespace torchmcu
+
+// ---- maximum / minimum: the raw int8 values, one quantization in and out ------
+// (appended: new op codes; the executor glue above is unchanged)
+
+namespace torchmcu {
+namespace portable {
+namespace {
+
+bool same_quant(const TensorView& a, const TensorView& b) {
+  return a.scale == b.scale && a.zero_point == b.zero_point;
+}
+
+Error max_min_s8_check(const OpContext& ctx) {
+  TMCU_CHECK(check::operands(ctx, 2, 2, 1, schema::DType::I8), Error::InvalidOp);
+  const TensorView& a = ctx.inputs[0];
+  const TensorView& b = ctx.inputs[1];
+  const TensorView& y = ctx.outputs[0];
+  TMCU_CHECK(y.rank >= 1 && a.rank == y.rank && b.rank == y.rank, Error::InvalidOp);
+  for (int32_t d = 0; d < y.rank; ++d) {
+    TMCU_CHECK((a.dims[d] == y.dims[d] || a.dims[d] == 1) &&
+                   (b.dims[d] == y.dims[d] || b.dims[d] == 1),
+               Error::InvalidOp);
+  }
+  TMCU_CHECK(same_quant(a, y) && same_quant(b, y), Error::InvalidOp);
+  return Error::Ok;
+}
+
+template <void (*Fn)(const int8_t*, const int32_t*, const int8_t*, const int32_t*, int8_t*,
+                     const int32_t*, int32_t)>
+void max_min_s8_run(const OpContext& ctx) {
+  const TensorView& a = ctx.inputs[0];
+  const TensorView& b = ctx.inputs[1];
+  const TensorView& y = ctx.outputs[0];
+  Fn(a.as<const int8_t>(), a.dims, b.as<const int8_t>(), b.dims, y.as<int8_t>(), y.dims, y.rank);
+}
+
+// ---- batch matmul: a [..., M, K], b [..., K, N] -> [..., M, N], same batch dims
+
+Error batch_matmul_s8_check(const OpContext& ctx) {
+  TMCU_CHECK(check::operands(ctx, 2, 2, 1, schema::DType::I8), Error::InvalidOp);
+  const TensorView& a = ctx.inputs[0];
+  const TensorView& b = ctx.inputs[1];
+  const TensorView& y = ctx.outputs[0];
+  // out is written while a and b are still read: no overlap.
+  const uintptr_t y0 = reinterpret_cast<uintptr_t>(y.data);
+  const TensorView* const operands[2] = {&a, &b};
+  for (const TensorView* t : operands) {
+    const uintptr_t t0 = reinterpret_cast<uintptr_t>(t->data);
+    TMCU_CHECK(t0 + t->nbytes <= y0 || y0 + y.nbytes <= t0, Error::InvalidOp);
+  }
+  const int32_t r = y.rank;
+  TMCU_CHECK(r >= 2 && a.rank == r && b.rank == r, Error::InvalidOp);
+  for (int32_t d = 0; d < r - 2; ++d) {
+    TMCU_CHECK(a.dims[d] == y.dims[d] && b.dims[d] == y.dims[d], Error::InvalidOp);
+  }
+  TMCU_CHECK(a.dims[r - 1] == b.dims[r - 2] && a.dims[r - 2] == y.dims[r - 2] &&
+                 b.dims[r - 1] == y.dims[r - 1],
+             Error::InvalidOp);
+  const schema::QuantBatchMatmulParams p = ctx.op.params_as_QuantBatchMatmulParams();
+  TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && shift_ok(p.output_shift()) &&
+                 p.output_multiplier() >= 0 && p.output_offset() >= -128 &&
+                 p.output_offset() <= 127 && p.lhs_offset() >= -127 && p.lhs_offset() <= 128 &&
+                 p.rhs_offset() >= -127 && p.rhs_offset() <= 128,
+             Error::InvalidOp);
+  // The int32 accumulator: K products each at most 255 * 255 in magnitude.
+  TMCU_CHECK(int64_t(a.dims[r - 1]) * 255 * 255 <= int64_t(INT32_MAX), Error::InvalidOp);
+  return Error::Ok;
+}
+
+void batch_matmul_s8_run(const OpContext& ctx) {
+  const TensorView& a = ctx.inputs[0];
+  const TensorView& b = ctx.inputs[1];
+  const schema::QuantBatchMatmulParams p = ctx.op.params_as_QuantBatchMatmulParams();
+  const QuantBatchMatmulParams q{p.lhs_offset(),    p.rhs_offset(),    p.output_multiplier(),
+                                 p.output_shift(),  p.output_offset(), p.act_min(),
+                                 p.act_max()};
+  const int32_t r = a.rank;
+  batch_matmul_s8(a.as<const int8_t>(), b.as<const int8_t>(), ctx.outputs[0].as<int8_t>(),
+                  int32_t(check::extent(a, 0, r - 2)), a.dims[r - 2], a.dims[r - 1],
+                  b.dims[r - 1], q);
+}
+
+}  // namespace
+
+const Kernel kMaximumS8 = {max_min_s8_check, max_min_s8_run<maximum_s8>};
+const Kernel kMinimumS8 = {max_min_s8_check, max_min_s8_run<minimum_s8>};
+const Kernel kBatchMatmulS8 = {batch_matmul_s8_check, batch_matmul_s8_run};
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -77,6 +77,23 @@ void add_f32(const float* a, const int32_t* a_dims, const float* b,
 void mul_f32(const float* a, const int32_t* a_dims, const float* b,
              const int32_t* b_dims, float* out, const int32_t* out_dims,
              int32_t rank, ActRange act);
+/// Element-wise max / min (torch.maximum / torch.minimum: a NaN operand gives
+/// NaN), broadcasting as add_f32.
+void maximum_f32(const float* a, const int32_t* a_dims, const float* b,
+                 const int32_t* b_dims, float* out, const int32_t* out_dims,
+                 int32_t rank, ActRange act);
+void minimum_f32(const float* a, const int32_t* a_dims, const float* b,
+                 const int32_t* b_dims, float* out, const int32_t* out_dims,
+                 int32_t rank, ActRange act);
+
+/// out[i] = in[i] * min(max(in[i] + 3, 0), 6) / 6. in == out is allowed.
+void hardswish_f32(const float* in, float* out, size_t n);
+
+/// Batched matrix product: for each of `batch` matrices,
+/// out[b][i][j] = sum_k a[b][i][k] * bm[b][k][j] with a [batch][m][k],
+/// bm [batch][k][n], out [batch][m][n]. out must not overlap a or bm.
+void batch_matmul_f32(const float* a, const float* bm, float* out, int32_t batch,
+                      int32_t m, int32_t k, int32_t n);
 
 struct Pool2dParams {
   int32_t kernel_h, kernel_w;
@@ -121,6 +138,13 @@ void permute(const void* in, const int32_t* in_dims, int32_t rank,
 /// inner_bytes[i] = dims_i[axis] * prod(dims_i[axis+1:]) * elem_size.
 void concat(const void* const* inputs, const size_t* inner_bytes,
             int32_t num_inputs, int32_t outer, void* out);
+
+/// Constant padding: out dim d = before[d] + in_dims[d] + after[d] (all >= 0),
+/// 1 <= rank <= kMaxRank; every element outside the copy of `in` is `value`
+/// (elem_size bytes, any dtype). in and out must not overlap.
+void pad(const void* in, const int32_t* in_dims, int32_t rank,
+         const int32_t* before, const int32_t* after, const void* value,
+         void* out, size_t elem_size);
 
 }  // namespace portable
 }  // namespace torchmcu

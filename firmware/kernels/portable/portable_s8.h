@@ -93,6 +93,27 @@ struct QuantMulParams {
 void mul_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
             int8_t* out, const int32_t* out_dims, int32_t rank, const QuantMulParams& p);
 
+/// out = max(a, b) / min(a, b) on the raw int8 values, broadcasting as add_s8.
+/// Inputs and output share one quantization (TFLite's int8 MAXIMUM/MINIMUM).
+void maximum_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
+                int8_t* out, const int32_t* out_dims, int32_t rank);
+void minimum_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
+                int8_t* out, const int32_t* out_dims, int32_t rank);
+
+struct QuantBatchMatmulParams {
+  int32_t lhs_offset, rhs_offset;
+  int32_t output_multiplier, output_shift, output_offset;
+  int32_t act_min, act_max;
+};
+
+/// TFLite's int8 BATCH_MATMUL (reference_ops::BatchMatMul, per-tensor): for
+/// each of `batch` matrices a [m][k] and bm [k][n],
+///   acc = sum_k (a[i][k] + lhs_offset) * (bm[k][j] + rhs_offset)  (int32)
+///   out[i][j] = clamp(requantize(acc, output_multiplier, output_shift) + output_offset).
+/// The caller keeps k * 255 * 255 within int32.
+void batch_matmul_s8(const int8_t* a, const int8_t* bm, int8_t* out, int32_t batch, int32_t m,
+                     int32_t k, int32_t n, const QuantBatchMatmulParams& p);
+
 struct QuantPoolParams {
   int32_t kernel_h, kernel_w;
   int32_t stride_h, stride_w;

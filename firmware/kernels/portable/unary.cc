@@ -28,5 +28,15 @@ void tanh_f32(const float* in, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = tanhf(in[i]);
 }
 
+void hardswish_f32(const float* in, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    float r = x + 3.0f;
+    r = r < 0.0f ? 0.0f : r;
+    r = r > 6.0f ? 6.0f : r;
+    out[i] = x * r / 6.0f;  // as PyTorch: the product, then the division
+  }
+}
+
 }  // namespace portable
 }  // namespace torchmcu
