@@ -68,6 +68,11 @@ def test_build_and_run_json_check(compiled: Path, tmp_path: Path) -> None:
     assert [op["name"] for op in result["ops"]] == ["linear", "linear_1", "linear_2"]
     assert all(op["instructions"] > 0 for op in result["ops"])
     assert result["check"]["passed"] is True
+    profiled = cli("run", str(compiled), "--sim", "qemu", "--profile").stdout
+    assert "instructions per inference" in profiled
+    profile = json.loads((compiled / "profile.json").read_text())
+    counts = [op["instructions"] for op in profile["ops"]]
+    assert counts == sorted(counts, reverse=True) and len(counts) == 3
 
 
 def test_check_fails_naming_the_element(compiled: Path, tmp_path: Path) -> None:

@@ -116,6 +116,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if mismatch is not None:
             print(f"torchmcu: check failed: {mismatch}", file=sys.stderr)
             status = 1
+    if args.profile:  # the table below, as data: costliest first
+        profile = {"sim": args.sim, "instructions": result["instructions"],
+                   "load_instructions": result["load_instructions"], "note": result["note"],
+                   "ops": sorted(({"index": i, **op} for i, op in enumerate(ops)),
+                                 key=lambda op: -(op.get("instructions") or 0))}
+        (Path(args.dir) / "profile.json").write_text(json.dumps(profile, indent=2) + "\n")
     if args.json:
         print(json.dumps(result))
     else:
@@ -204,7 +210,7 @@ def make_parser() -> argparse.ArgumentParser:
                         "Default: the example inputs")
     r.add_argument("--check", action="store_true", help="compare with the reference; exit 1 on a mismatch")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
-    r.add_argument("--profile", action="store_true", help="print instructions per op, costliest first")
+    r.add_argument("--profile", action="store_true", help="print instructions per op, costliest first, and write DIR/profile.json")
     r.add_argument("--timeout", type=float, default=300.0, help="seconds before the simulator is stopped")
     r.set_defaults(fn=cmd_run)
 

@@ -1,0 +1,44 @@
+"""The runtime core (program reader + verifier, method loader + executor; no
+kernels, no application) stays within its flash budget on Cortex-M33 at -Os.
+The figure is printed; the test fails when the core grows past the budget."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, needs_arm_gcc
+
+BUDGET = 8 * 1024  # bytes of .text + .rodata (+ .data), Cortex-M33, -Os
+CORE = ["firmware/core/program.cc", "firmware/core/method.cc"]
+
+
+def core_bytes(tmp_path: Path, cpu: str, extra: list[str] | None = None) -> int:
+    total = 0
+    for src in CORE:
+        obj = tmp_path / (Path(src).stem + ".o")
+        subprocess.run(["arm-none-eabi-g++", f"-mcpu={cpu}", "-mthumb", "-mfloat-abi=hard", "-Os", "-std=c++17",
+                        "-fno-rtti", "-fno-exceptions", "-ffunction-sections", "-fdata-sections",
+                        f"-I{REPO / 'firmware'}", *(extra or []), "-c", str(REPO / src), "-o", str(obj)],
+                       check=True)
+        out = subprocess.run(["arm-none-eabi-size", "-B", str(obj)], capture_output=True, text=True,
+                             check=True).stdout.splitlines()[1].split()
+        total += int(out[0]) + int(out[1])
+    return total
+
+
+@needs_arm_gcc
+def test_runtime_core_within_budget_on_m33(tmp_path: Path) -> None:
+    size = core_bytes(tmp_path, "cortex-m33")
+    print(f"\nruntime core on Cortex-M33 -Os: {size} B (budget {BUDGET} B)")
+    assert size <= BUDGET
+
+
+@needs_arm_gcc
+def test_verifier_can_be_compiled_out(tmp_path: Path) -> None:
+    with_verifier = core_bytes(tmp_path, "cortex-m33")
+    without = core_bytes(tmp_path, "cortex-m33", ["-DTORCHMCU_VERIFY=0"])
+    print(f"\nruntime core on Cortex-M33 -Os: {with_verifier} B with the verifier, {without} B without")
+    assert without < with_verifier - 1024
