@@ -57,19 +57,23 @@ struct OpViews {
 
 TensorView Method::view(int32_t index) const {
   TensorView v;
-  if (index < 0 || uint32_t(index) >= tensors_.size()) return v;
-  const schema::Tensor t = tensors_[uint32_t(index)];
-  v.constant = t.region() == schema::Region::CONSTANT;
-  uint8_t* base = v.constant ? const_cast<uint8_t*>(program_.constants()) : arenas_[t.arena()].data;
-  v.data = base + t.offset();
-  v.dtype = t.dtype();
-  const fb::Vector<int32_t> dims = t.dims();
-  v.rank = int32_t(dims.size());
-  for (int32_t d = 0; d < v.rank; ++d) v.dims[d] = dims[uint32_t(d)];
-  v.nbytes = t.nbytes();
-  v.scale = t.scale();
-  v.zero_point = t.zero_point();
+  if (index >= 0 && uint32_t(index) < tensors_.size()) fill(index, &v);
   return v;
+}
+
+void Method::fill(int32_t index, TensorView* v) const {
+  // index checked at load (execute) or by view().
+  const schema::Tensor t = tensors_[uint32_t(index)];
+  v->constant = t.region() == schema::Region::CONSTANT;
+  uint8_t* base = v->constant ? const_cast<uint8_t*>(program_.constants()) : arenas_[t.arena()].data;
+  v->data = base + t.offset();
+  v->dtype = t.dtype();
+  const fb::Vector<int32_t> dims = t.dims();
+  v->rank = int32_t(dims.size());
+  for (int32_t d = 0; d < v->rank; ++d) v->dims[d] = dims[uint32_t(d)];
+  v->nbytes = t.nbytes();
+  v->scale = t.scale();
+  v->zero_point = t.zero_point();
 }
 
 TensorView Method::input(uint32_t i) const {
@@ -139,8 +143,14 @@ Error Method::execute(OpObserver* observer) const {
     const Kernel* kernel = kKernelTable[uint32_t(op.code())];
     const fb::Vector<int32_t> ins = op.inputs();
     const fb::Vector<int32_t> outs = op.outputs();
-    for (uint32_t k = 0; k < ins.size(); ++k) views.inputs[k] = view(ins[k]);
-    for (uint32_t k = 0; k < outs.size(); ++k) views.outputs[k] = view(outs[k]);
+    for (uint32_t k = 0; k < ins.size(); ++k) {
+      if (ins[k] < 0) {
+        views.inputs[k] = TensorView();  // an absent optional operand
+      } else {
+        fill(ins[k], &views.inputs[k]);
+      }
+    }
+    for (uint32_t k = 0; k < outs.size(); ++k) fill(outs[k], &views.outputs[k]);
     const OpContext ctx{op, views.inputs, ins.size(), views.outputs, outs.size()};
     if (observer != nullptr) observer->op_begin(i);
     kernel->run(ctx);

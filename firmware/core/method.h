@@ -56,6 +56,8 @@ class Method {
 
  private:
   TensorView view(int32_t tensor_index) const;
+  /// Fills *v for a tensor index known to be in range, in place.
+  void fill(int32_t tensor_index, TensorView* v) const;
 
   Program program_;
   // The tensor table, looked up once at load: view() runs for every operand
