@@ -3,6 +3,7 @@
 #   make demo    train, compile, build and run the digits MLP in QEMU
 #   make test    the whole test suite
 #   make fuzz    10 minutes of libFuzzer over the loader (clang)
+#   make bench   MLPerf Tiny int8 on every board: bench/results.{json,md}, plots
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -11,7 +12,7 @@ STAMP := $(VENV)/.installed
 # torch first and pinned: pip then takes the local CPU wheel, never a newer build.
 PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest scikit-learn tflite-micro tflite
 
-.PHONY: setup system demo test fuzz clean
+.PHONY: setup system demo test fuzz bench clean
 
 setup: system $(STAMP)
 
@@ -33,6 +34,12 @@ test: setup
 	@$(PY) -m pytest -q $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
+
+# Every bundled model on every QEMU board (and CMSIS-NN when TORCHMCU_CMSIS_NN_DIR
+# is set): bench/results.json, results.md, plots. Not part of `make test`.
+bench: setup
+	$(VENV)/bin/pip install -q --disable-pip-version-check matplotlib
+	$(PY) bench/run.py
 
 # libFuzzer over the program loader and method init, seeded with compiled programs.
 fuzz: setup

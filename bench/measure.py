@@ -1,0 +1,116 @@
+"""The MLPerf Tiny models, int8, on a QEMU board: the figures issue reports quote.
+
+    .venv/bin/python bench/measure.py [--board mps3-an547] [--kernels portable] [--io int8]
+
+For each model: compile (int8, 32 calibration samples), build, run 4 samples in
+QEMU, check the outputs bit for bit against the project's reference, and
+print instructions per inference and to load (QEMU -icount shift=0:
+instructions, not cycles), RAM (activations planned vs the liveness lower
+bound), flash (code, program), SQNR against the float model, and the largest
+difference from PyTorch's q/dq model in LSB. Writes bench/results-<board>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "examples"))
+
+import mlperf_tiny as mt  # noqa: E402
+
+from torchmcu import reference as ref  # noqa: E402
+from torchmcu import runner  # noqa: E402
+from torchmcu.build import build_firmware, elf_size  # noqa: E402
+from torchmcu.compiler import compile  # noqa: E402
+
+
+def sqnr_db(signal: np.ndarray, approx: np.ndarray) -> float:
+    noise = np.sum((signal.astype(np.float64) - approx) ** 2)
+    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(signal.astype(np.float64) ** 2) / noise))
+
+
+def measure(name: str, board: str, kernels: str = "portable", io: str = "int8",
+            out_root: str | Path = REPO / "build" / "bench", samples: int = 4) -> dict:
+    """One model on one board: compile, build, run in QEMU, check; one row."""
+    t0 = time.monotonic()
+    model, example = mt.MODELS[name]()
+    calibration = list(mt.CALIBRATION[name](32, 0))
+    out = Path(out_root) / f"{name}-{board}-{kernels}"
+    c = compile(model, example, board, out, quant="int8", calibration=calibration, io=io, progress=False)
+    elf = build_firmware(out, **({} if kernels == "portable" else {"kernels": kernels}))
+    size = elf_size(elf)
+    x = mt.CALIBRATION[name](samples, 1)
+    res = runner.run(out, [x], sim="qemu", profile=True)
+    if res.exit_code != 0:
+        raise RuntimeError(f"{name} on {board}: firmware status {res.exit_code}\n{res.raw[-1000:]}")
+    meta = runner.load_meta(out)
+    split = runner.split_samples(meta, [x])
+    expected, _ = runner.expected(out, split)
+    mismatch, _ = runner.compare(res.outputs, expected, None)
+    got = res.outputs[0]
+    if meta["outputs"][0]["dtype"] == "int8":
+        got = ref.dequantize(got, meta["outputs"][0]["scale"], meta["outputs"][0]["zero_point"])
+    with torch.no_grad():
+        fl = np.stack([model(torch.from_numpy(s)).numpy() for s in x])
+    region = c.report["memory"]["regions"][0]
+    return {
+        "model": name, "board": board, "kernels": kernels, "io": io,
+        "instructions": res.instructions(res.sample_ticks[0]),
+        "load_instructions": res.instructions(res.load_ticks),
+        "ops": len(c.graph.ops),
+        "macs": c.report["macs"],
+        "arena_bytes": region["planned_bytes"], "lower_bound_bytes": region["lower_bound_bytes"],
+        "program_bytes": len(c.pte), "constant_bytes": c.report["flash"]["constant_bytes"],
+        "code_bytes": size.text + size.data - len(c.pte),
+        "bit_exact": mismatch is None,
+        "sqnr_db": round(sqnr_db(fl, got), 2),
+        "max_lsb_vs_pytorch_qdq": max(runner.lsb_error(out, res.outputs, split)),
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| model | board | kernels | instr/inference | instr/MAC | load | arena B (lower bound) | code B | "
+             "program B | bit-exact | SQNR dB | LSB vs q/dq |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['board']} | {r['kernels']} | {r['instructions']:,} | "
+            f"{r['instructions'] / r['macs']:.2f} | {r['load_instructions']:,} | "
+            f"{r['arena_bytes']:,} ({r['lower_bound_bytes']:,}) | {r['code_bytes']:,} | {r['program_bytes']:,} | "
+            f"{'yes' if r['bit_exact'] else 'NO'} | {r['sqnr_db']} | {r['max_lsb_vs_pytorch_qdq']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--board", default="mps3-an547")
+    ap.add_argument("--kernels", default="portable", help="portable, or cmsis-nn (needs TORCHMCU_CMSIS_NN_DIR)")
+    ap.add_argument("--io", default="int8", choices=["int8", "float"])
+    ap.add_argument("--models", nargs="*", default=list(mt.MODELS))
+    ap.add_argument("--out", default=str(REPO / "build" / "bench"))
+    args = ap.parse_args()
+
+    rows = []
+    for name in args.models:
+        row = measure(name, args.board, args.kernels, args.io, args.out)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    print()
+    print(f"int8 MLPerf Tiny on {args.board} ({args.kernels} kernels, {args.io} I/O); "
+          "QEMU -icount: instructions, not cycles")
+    print(markdown(rows))
+    (REPO / "bench" / f"results-{args.board}-{args.kernels}.json").write_text(json.dumps(rows, indent=2) + "\n")
+    return 0 if all(r["bit_exact"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
