@@ -44,6 +44,21 @@ inline bool operands(const OpContext& ctx, uint32_t min_in, uint32_t max_in,
   return true;
 }
 
+/// Inputs 0 and 1 broadcast to output 0: all three at one rank, each input
+/// dim equal to the output's or 1 (the element-wise binary kernels' contract).
+inline bool broadcastable(const OpContext& ctx) {
+  const TensorView& a = ctx.inputs[0];
+  const TensorView& b = ctx.inputs[1];
+  const TensorView& y = ctx.outputs[0];
+  if (y.rank < 1 || a.rank != y.rank || b.rank != y.rank) return false;
+  for (int32_t d = 0; d < y.rank; ++d) {
+    if ((a.dims[d] != y.dims[d] && a.dims[d] != 1) || (b.dims[d] != y.dims[d] && b.dims[d] != 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /// The two operands' bytes do not overlap (kernels that copy with memcpy, or
 /// read an input after writing part of the output, need this).
 inline bool disjoint(const TensorView& a, const TensorView& b) {

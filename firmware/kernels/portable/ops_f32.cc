@@ -164,15 +164,7 @@ void tanh_run(const OpContext& ctx) {
 
 Error binary_check(const OpContext& ctx) {
   TMCU_CHECK(check::operands(ctx, 2, 2, 1, DType::F32), Error::InvalidOp);
-  const TensorView& a = ctx.inputs[0];
-  const TensorView& b = ctx.inputs[1];
-  const TensorView& y = ctx.outputs[0];
-  TMCU_CHECK(y.rank >= 1 && a.rank == y.rank && b.rank == y.rank, Error::InvalidOp);
-  for (int32_t d = 0; d < y.rank; ++d) {
-    TMCU_CHECK((a.dims[d] == y.dims[d] || a.dims[d] == 1) &&
-                   (b.dims[d] == y.dims[d] || b.dims[d] == 1),
-               Error::InvalidOp);
-  }
+  TMCU_CHECK(check::broadcastable(ctx), Error::InvalidOp);
   TMCU_CHECK(ctx.op.params_as_BinaryParams().valid(), Error::InvalidOp);
   return Error::Ok;
 }

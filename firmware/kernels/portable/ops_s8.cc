@@ -25,6 +25,10 @@ bool i32_vector(const TensorView& t, int32_t n) {
 
 bool act_ok(int32_t lo, int32_t hi) { return -128 <= lo && lo <= hi && hi <= 127; }
 
+// Offsets are negated input zero points and output zero points of int8 tensors.
+bool input_offset_ok(int32_t v) { return v >= -127 && v <= 128; }
+bool output_offset_ok(int32_t v) { return v >= -128 && v <= 127; }
+
 bool shifts_ok(const TensorView& shift) {
   const int32_t* s = shift.as<const int32_t>();
   for (uint32_t i = 0; i < shift.numel(); ++i) {
@@ -85,8 +89,8 @@ Error conv_common_check(const OpContext& ctx, int32_t kh, int32_t kw, int32_t ou
   TMCU_CHECK(window_ok(x.dims[1], y.dims[1], kh, p.stride_h(), p.pad_top(), p.dilation_h()) &&
                  window_ok(x.dims[2], y.dims[2], kw, p.stride_w(), p.pad_left(), p.dilation_w()),
              Error::InvalidOp);
-  TMCU_CHECK(p.input_offset() >= -127 && p.input_offset() <= 128 && p.output_offset() >= -128 &&
-                 p.output_offset() <= 127 && act_ok(p.act_min(), p.act_max()),
+  TMCU_CHECK(input_offset_ok(p.input_offset()) && output_offset_ok(p.output_offset()) &&
+                 act_ok(p.act_min(), p.act_max()),
              Error::InvalidOp);
   for (uint32_t i = 2; i < 5; ++i) {
     TMCU_CHECK(i32_vector(ctx.inputs[i], out_channels), Error::InvalidOp);
@@ -146,8 +150,7 @@ void depthwise_run(const OpContext& ctx) {
 Error linear_check(const OpContext& ctx) {
   TMCU_CHECK(operand_count_ok(ctx), Error::InvalidOp);
   const schema::QuantLinearParams p = ctx.op.params_as_QuantLinearParams();
-  TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && p.output_offset() >= -128 &&
-                 p.output_offset() <= 127,
+  TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && output_offset_ok(p.output_offset()),
              Error::InvalidOp);
   const TensorView& x = ctx.inputs[0];
   const TensorView& w = ctx.inputs[1];
@@ -182,15 +185,7 @@ void linear_run(const OpContext& ctx) {
 
 Error binary_shapes_check(const OpContext& ctx) {
   TMCU_CHECK(check::operands(ctx, 2, 2, 1, DType::I8), Error::InvalidOp);
-  const TensorView& a = ctx.inputs[0];
-  const TensorView& b = ctx.inputs[1];
-  const TensorView& y = ctx.outputs[0];
-  TMCU_CHECK(y.rank >= 1 && a.rank == y.rank && b.rank == y.rank, Error::InvalidOp);
-  for (int32_t d = 0; d < y.rank; ++d) {
-    TMCU_CHECK((a.dims[d] == y.dims[d] || a.dims[d] == 1) &&
-                   (b.dims[d] == y.dims[d] || b.dims[d] == 1),
-               Error::InvalidOp);
-  }
+  TMCU_CHECK(check::broadcastable(ctx), Error::InvalidOp);
   return Error::Ok;
 }
 
@@ -205,9 +200,9 @@ Error add_check(const OpContext& ctx) {
                  // each rescaled input stays below 2^30, so their sum fits int32.
                  p.input1_shift() >= -31 && p.input1_shift() <= 0 && p.input1_multiplier() >= 0 &&
                  p.input2_shift() >= -31 && p.input2_shift() <= 0 && p.input2_multiplier() >= 0 &&
-                 p.input1_offset() >= -127 && p.input1_offset() <= 128 &&
-                 p.input2_offset() >= -127 && p.input2_offset() <= 128 &&
-                 p.output_offset() >= -128 && p.output_offset() <= 127,
+                 input_offset_ok(p.input1_offset()) &&
+                 input_offset_ok(p.input2_offset()) &&
+                 output_offset_ok(p.output_offset()),
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -229,9 +224,9 @@ Error mul_check(const OpContext& ctx) {
   TMCU_TRY(binary_shapes_check(ctx));
   const schema::QuantMulParams p = ctx.op.params_as_QuantMulParams();
   TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && shift_ok(p.output_shift()) &&
-                 p.input1_offset() >= -127 && p.input1_offset() <= 128 &&
-                 p.input2_offset() >= -127 && p.input2_offset() <= 128 &&
-                 p.output_offset() >= -128 && p.output_offset() <= 127,
+                 input_offset_ok(p.input1_offset()) &&
+                 input_offset_ok(p.input2_offset()) &&
+                 output_offset_ok(p.output_offset()),
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -402,16 +397,9 @@ bool same_quant(const TensorView& a, const TensorView& b) {
 
 Error max_min_s8_check(const OpContext& ctx) {
   TMCU_CHECK(check::operands(ctx, 2, 2, 1, schema::DType::I8), Error::InvalidOp);
-  const TensorView& a = ctx.inputs[0];
-  const TensorView& b = ctx.inputs[1];
+  TMCU_CHECK(check::broadcastable(ctx), Error::InvalidOp);
   const TensorView& y = ctx.outputs[0];
-  TMCU_CHECK(y.rank >= 1 && a.rank == y.rank && b.rank == y.rank, Error::InvalidOp);
-  for (int32_t d = 0; d < y.rank; ++d) {
-    TMCU_CHECK((a.dims[d] == y.dims[d] || a.dims[d] == 1) &&
-                   (b.dims[d] == y.dims[d] || b.dims[d] == 1),
-               Error::InvalidOp);
-  }
-  TMCU_CHECK(same_quant(a, y) && same_quant(b, y), Error::InvalidOp);
+  TMCU_CHECK(same_quant(ctx.inputs[0], y) && same_quant(ctx.inputs[1], y), Error::InvalidOp);
   return Error::Ok;
 }
 
@@ -432,12 +420,7 @@ Error batch_matmul_s8_check(const OpContext& ctx) {
   const TensorView& b = ctx.inputs[1];
   const TensorView& y = ctx.outputs[0];
   // out is written while a and b are still read: no overlap.
-  const uintptr_t y0 = reinterpret_cast<uintptr_t>(y.data);
-  const TensorView* const operands[2] = {&a, &b};
-  for (const TensorView* t : operands) {
-    const uintptr_t t0 = reinterpret_cast<uintptr_t>(t->data);
-    TMCU_CHECK(t0 + t->nbytes <= y0 || y0 + y.nbytes <= t0, Error::InvalidOp);
-  }
+  TMCU_CHECK(check::disjoint(a, y) && check::disjoint(b, y), Error::InvalidOp);
   const int32_t r = y.rank;
   TMCU_CHECK(r >= 2 && a.rank == r && b.rank == r, Error::InvalidOp);
   for (int32_t d = 0; d < r - 2; ++d) {
@@ -448,9 +431,8 @@ Error batch_matmul_s8_check(const OpContext& ctx) {
              Error::InvalidOp);
   const schema::QuantBatchMatmulParams p = ctx.op.params_as_QuantBatchMatmulParams();
   TMCU_CHECK(p.valid() && act_ok(p.act_min(), p.act_max()) && shift_ok(p.output_shift()) &&
-                 p.output_multiplier() >= 0 && p.output_offset() >= -128 &&
-                 p.output_offset() <= 127 && p.lhs_offset() >= -127 && p.lhs_offset() <= 128 &&
-                 p.rhs_offset() >= -127 && p.rhs_offset() <= 128,
+                 p.output_multiplier() >= 0 && output_offset_ok(p.output_offset()) &&
+                 input_offset_ok(p.lhs_offset()) && input_offset_ok(p.rhs_offset()),
              Error::InvalidOp);
   // The int32 accumulator: K products each at most 255 * 255 in magnitude.
   TMCU_CHECK(int64_t(a.dims[r - 1]) * 255 * 255 <= int64_t(INT32_MAX), Error::InvalidOp);
