@@ -37,8 +37,11 @@ def sqnr_db(signal: np.ndarray, approx: np.ndarray) -> float:
     return float("inf") if noise == 0 else float(10 * np.log10(np.sum(signal.astype(np.float64) ** 2) / noise))
 
 
+LOAD_BASE, LOAD_PER_OP = 3000, 50  # the load target: 3,000 instructions + 50 per op
+
+
 def measure(name: str, board: str, kernels: str = "portable", io: str = "int8",
-            out_root: str | Path = REPO / "build" / "bench", samples: int = 4) -> dict:
+            out_root: str | Path = REPO / "build" / "bench", samples: int = 4, repeat: int = 4) -> dict:
     """One model on one board: compile, build, run in QEMU, check; one row."""
     t0 = time.monotonic()
     model, example = mt.MODELS[name]()
@@ -48,7 +51,7 @@ def measure(name: str, board: str, kernels: str = "portable", io: str = "int8",
     elf = build_firmware(out, **({} if kernels == "portable" else {"kernels": kernels}))
     size = elf_size(elf)
     x = mt.CALIBRATION[name](samples, 1)
-    res = runner.run(out, [x], sim="qemu", profile=True)
+    res = runner.run(out, [x], sim="qemu", profile=True, repeat=repeat)
     if res.exit_code != 0:
         raise RuntimeError(f"{name} on {board}: firmware status {res.exit_code}\n{res.raw[-1000:]}")
     meta = runner.load_meta(out)
@@ -61,15 +64,24 @@ def measure(name: str, board: str, kernels: str = "portable", io: str = "int8",
     with torch.no_grad():
         fl = np.stack([model(torch.from_numpy(s)).numpy() for s in x])
     region = c.report["memory"]["regions"][0]
+    parts = json.loads((out / "size.json").read_text())["parts"]
+    overhead = res.overhead_per_op()
     return {
         "model": name, "board": board, "kernels": kernels, "io": io,
-        "instructions": res.instructions(res.sample_ticks[0]),
+        "instructions": res.inference_instructions(),
+        "kernel_instructions": sum(k for k in res.kernel_instructions() if k is not None),
+        "overhead_per_op": None if overhead is None else round(overhead, 1),
         "load_instructions": res.instructions(res.load_ticks),
+        "load_budget": LOAD_BASE + LOAD_PER_OP * len(res.op_ticks),
+        "repeat": repeat,
+        "size_parts": parts,
         "ops": len(c.graph.ops),
         "macs": c.report["macs"],
         "arena_bytes": region["planned_bytes"], "lower_bound_bytes": region["lower_bound_bytes"],
-        "program_bytes": len(c.pte), "constant_bytes": c.report["flash"]["constant_bytes"],
-        "code_bytes": size.text + size.data - len(c.pte),
+        # The firmware holds the program's device image (model part): model.pte
+        # less the tables only tools read.
+        "program_bytes": parts["model"], "constant_bytes": c.report["flash"]["constant_bytes"],
+        "code_bytes": size.text + size.data - parts["model"],
         "bit_exact": mismatch is None,
         "sqnr_db": round(sqnr_db(fl, got), 2),
         "max_lsb_vs_pytorch_qdq": max(runner.lsb_error(out, res.outputs, split)),
@@ -78,13 +90,15 @@ def measure(name: str, board: str, kernels: str = "portable", io: str = "int8",
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| model | board | kernels | instr/inference | instr/MAC | load | arena B (lower bound) | code B | "
-             "program B | bit-exact | SQNR dB | LSB vs q/dq |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+    lines = ["| model | board | kernels | instr/inference | instr/MAC | overhead/op | load (budget) | "
+             "arena B (lower bound) | code B | program B | bit-exact | SQNR dB | LSB vs q/dq |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
+        overhead = "" if r.get("overhead_per_op") is None else f"{r['overhead_per_op']:.0f}"
+        budget = f" ({r['load_budget']:,})" if "load_budget" in r else ""
         lines.append(
             f"| {r['model']} | {r['board']} | {r['kernels']} | {r['instructions']:,} | "
-            f"{r['instructions'] / r['macs']:.2f} | {r['load_instructions']:,} | "
+            f"{r['instructions'] / r['macs']:.2f} | {overhead} | {r['load_instructions']:,}{budget} | "
             f"{r['arena_bytes']:,} ({r['lower_bound_bytes']:,}) | {r['code_bytes']:,} | {r['program_bytes']:,} | "
             f"{'yes' if r['bit_exact'] else 'NO'} | {r['sqnr_db']} | {r['max_lsb_vs_pytorch_qdq']:.0f} |")
     return "\n".join(lines) + "\n"
@@ -97,11 +111,12 @@ def main() -> int:
     ap.add_argument("--io", default="int8", choices=["int8", "float"])
     ap.add_argument("--models", nargs="*", default=list(mt.MODELS))
     ap.add_argument("--out", default=str(REPO / "build" / "bench"))
+    ap.add_argument("--repeat", type=int, default=4, help="runs averaged for load, profile and inference")
     args = ap.parse_args()
 
     rows = []
     for name in args.models:
-        row = measure(name, args.board, args.kernels, args.io, args.out)
+        row = measure(name, args.board, args.kernels, args.io, args.out, repeat=args.repeat)
         rows.append(row)
         print(json.dumps(row), flush=True)
     print()

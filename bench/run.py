@@ -3,8 +3,8 @@ with the portable kernels and (when TORCHMCU_CMSIS_NN_DIR is set) CMSIS-NN.
 
 Writes bench/results.json, bench/results.md and PNG plots (instructions per
 inference and per MAC, flash, RAM against the liveness lower bound, load
-cost). Instruction counts are QEMU's (-icount shift=0): instructions, not
-cycles.
+cost, framework overhead per op). Instruction counts are QEMU's (-icount
+shift=0): instructions, not cycles.
 
 The cases are independent, so they run through a standard process pool
 (`--jobs`, default: every core). To spread them over several machines, hand
@@ -55,6 +55,8 @@ def plots(rows: list[dict], out_dir: Path) -> list[Path]:
         ("flash", "flash bytes: code + program", lambda r: r["code_bytes"] + r["program_bytes"], False),
         ("ram_ratio", "activation RAM / liveness lower bound", lambda r: r["arena_bytes"] / r["lower_bound_bytes"], False),
         ("load", "instructions to load (program + method)", lambda r: r["load_instructions"], False),
+        ("overhead", "framework instructions per op (inference less its kernels' own)",
+         lambda r: r.get("overhead_per_op") or 0, False),
     ]
     width = 0.8 / max(1, len(configs))
     for key, title, value, log in charts:

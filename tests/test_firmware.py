@@ -46,10 +46,12 @@ def test_digits_mlp_on_board(board: str, digits, tmp_path: Path) -> None:
     # counts move by whole SysTick periods (31.25 to 50 instructions).
     counts = [res.instructions(t) for t in res.sample_ticks]
     assert len(counts) == 24 and counts[0] > 1000 and max(counts) - min(counts) <= 0.02 * counts[0]
-    # Per-op counts cover most of the inference (the rest is the executor's
-    # per-op work, which issue #5 drives down): 3 linear ops.
-    ops = [res.instructions(t) for t in res.op_ticks]
-    assert len(ops) == 3 and 0.75 * counts[0] <= sum(ops) <= counts[0]
+    # Per-op counts (the kernels' own: the profiler's cost taken out) cover
+    # nearly all of the inference: the rest is the executor's per-op work, a
+    # few dozen instructions. Each count is within a SysTick period.
+    ops = res.kernel_instructions()
+    tick = float(res.instructions_per_tick)
+    assert len(ops) == 3 and 0.75 * counts[0] <= sum(ops) <= counts[0] + 4 * tick
     assert elf_size(elf).text > len((tmp_path / "model.pte").read_bytes())
 
 

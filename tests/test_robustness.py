@@ -316,7 +316,7 @@ def _mutations() -> list[tuple[str, object, int]]:
          INVALID_OP),
         ("model_input_index_out_of_range", lambda tr: _set(tr, inputs=[len(tr["tensors"])]), INVALID_OP),
         # Program: version, identifier, segment, arenas.
-        ("version_2", lambda tr: _set(tr, version=2), UNSUPPORTED_VERSION),
+        ("version_next", lambda tr: _set(tr, version=serialize.PROGRAM_VERSION + 1), UNSUPPORTED_VERSION),
         ("version_0", lambda tr: _set(tr, version=0), UNSUPPORTED_VERSION),
         ("version_absent", lambda tr: tr.pop("version"), UNSUPPORTED_VERSION),
         ("wrong_identifier", ("raw", lambda pte: pte[:4] + b"TMCV" + pte[8:]), INVALID_PROGRAM),

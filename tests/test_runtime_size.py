@@ -1,6 +1,8 @@
 """The runtime core (program reader + verifier, method loader + executor; no
 kernels, no application) stays within its flash budget on Cortex-M33 at -Os.
-The figure is printed; the test fails when the core grows past the budget."""
+The figure is printed; the test fails when the core grows past the budget.
+The core prints nothing (no log strings to strip); the verifier, which only
+trusted programs may go without, compiles out."""
 
 from __future__ import annotations
 
@@ -41,4 +43,6 @@ def test_verifier_can_be_compiled_out(tmp_path: Path) -> None:
     with_verifier = core_bytes(tmp_path, "cortex-m33")
     without = core_bytes(tmp_path, "cortex-m33", ["-DTORCHMCU_VERIFY=0"])
     print(f"\nruntime core on Cortex-M33 -Os: {with_verifier} B with the verifier, {without} B without")
-    assert without < with_verifier - 1024
+    # The verifier of the runtime's fields (root, arenas, init copies, the
+    # executable section) is a few hundred bytes of the core.
+    assert without <= with_verifier - 512

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from torchmcu import schema
+from torchmcu import schema, serialize
 from torchmcu.compiler import compile
 from torchmcu.schema.__main__ import DEFAULT_OUT, generate
 
@@ -53,7 +53,7 @@ def test_flatc_reads_a_compiled_program(tmp_path: Path) -> None:
                    check=True, capture_output=True)
     text = (tmp_path / "flatc" / "model.json").read_text()
     js = json.loads(re.sub(r"(?<=: )(-?)inf\b", r"\1Infinity", text))  # flatc prints bare inf
-    assert js["version"] == 1
+    assert js["version"] == serialize.PROGRAM_VERSION
     assert [op["code"] for op in js["ops"]] == ["PERMUTE", "CONV2D_F32", "PERMUTE", "LINEAR_F32"]
     conv = js["ops"][1]
     assert conv["params_type"] == "Conv2dParams"

@@ -5,7 +5,9 @@ TFLite Micro, bit for bit), so an int8 program's outputs here are exactly
 what the firmware must produce. Float ops (a float model, or a float
 fallback inside an int8 one) run through PyTorch and match the firmware
 within the float tolerance only. The arenas are simulated byte for byte, so
-aliases (reshape, flatten) behave as on the device.
+aliases (reshape, flatten), in-place ops and the program's init copies
+behave as on the device, and operand overlaps the runtime refuses are
+refused here too.
 """
 
 from __future__ import annotations
@@ -21,6 +23,41 @@ from . import schema
 
 NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": np.uint8}
 
+# Element-wise ops whose output may be an input's very bytes (the runtime's
+# Kernel::inplace): the inputs by position. A binary op's input must then
+# also have the output's dims (not be broadcast).
+INPLACE: dict[str, tuple[int, ...]] = {
+    **{c: (0,) for c in ("CLAMP_F32", "SIGMOID_F32", "TANH_F32", "HARDSWISH_F32", "CLAMP_S8", "LUT_S8", "COPY")},
+    **{c: (0, 1) for c in ("ADD_F32", "MUL_F32", "MAXIMUM_F32", "MINIMUM_F32", "ADD_S8", "MUL_S8", "MAXIMUM_S8",
+                           "MINIMUM_S8")},
+}
+
+
+def _span(t: dict) -> tuple[object, int, int]:
+    where = "CONSTANT" if t["region"] == "CONSTANT" else ("ARENA", t["arena"])
+    return where, t["offset"], t["offset"] + t["nbytes"]
+
+
+def check_overlaps(prog: dict) -> None:
+    """Raise ValueError for an op whose output overlaps one of its inputs
+    other than as the runtime allows (see INPLACE)."""
+    tensors = prog["tensors"]
+    for k, op in enumerate(prog["ops"]):
+        for o in op["outputs"]:
+            wo, lo, hi = _span(tensors[o])
+            for pos, i in enumerate(op["inputs"]):
+                if i < 0:
+                    continue
+                wi, li, ui = _span(tensors[i])
+                if wi != wo or ui <= lo or hi <= li:
+                    continue
+                same = (li, ui) == (lo, hi)
+                allowed = INPLACE.get(op["code"], ())
+                binary = len(allowed) == 2  # then the aliased input is not broadcast
+                if not (same and pos in allowed and (not binary or tensors[i]["dims"] == tensors[o]["dims"])):
+                    raise ValueError(f"op {k} ({op['code']} {op['name']}): output t{o} overlaps input t{i} "
+                                     f"{'in place, which this op does not allow' if same else 'partially'}")
+
 
 class Interpreter:
     def __init__(self, pte: bytes) -> None:
@@ -28,6 +65,10 @@ class Interpreter:
         self.prog = schema.decode(pte)
         self.seg = self.prog["constant_offset"]
         self.arenas = [bytearray(a["size"]) for a in self.prog["arenas"]]
+        check_overlaps(self.prog)
+        for c in self.prog.get("init_copies") or []:  # as Method::load, once
+            src = self.seg + c["src"]
+            self.arenas[c["arena"]][c["dst"]:c["dst"] + c["nbytes"]] = pte[src:src + c["nbytes"]]
 
     def tensor(self, index: int) -> np.ndarray:
         t = self.prog["tensors"][index]

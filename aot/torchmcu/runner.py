@@ -29,44 +29,83 @@ _LINE = re.compile(r"^tmcu: (\w+)(.*)$")
 
 @dataclass
 class RunResult:
+    """What a run printed. Tick figures measured `runs` times (the load, the
+    profile, the first sample's repeats) are means over the runs: each run
+    starts at another phase of the tick counter, so the mean is finer than
+    one tick."""
     outputs: list[np.ndarray]  # one array per model output, samples along axis 0
     exit_code: int
-    load_ticks: int
+    load_ticks: float
     sample_ticks: list[int]
-    op_ticks: list[int]
+    op_ticks: list[float]  # per op of the first sample, the profiler's cost included
     instructions_per_tick: Fraction | None  # None on the host: no counts there
     raw: str = ""
     command: list[str] = field(default_factory=list)
+    calib_ticks: float = 0.0  # the profiler's own cost per op (an op with no kernel)
+    repeat_ticks: float | None = None  # the first sample, mean over its repeats
+    runs: int = 1
 
-    def instructions(self, ticks: int) -> int | None:
+    def instructions(self, ticks: float) -> int | None:
         return None if self.instructions_per_tick is None else round(ticks * self.instructions_per_tick)
 
+    def kernel_instructions(self) -> list[int | None]:
+        """Each op's own instructions: its kernel's run, the call included."""
+        return [self.instructions(t - self.calib_ticks) for t in self.op_ticks]
 
-def io_blob(samples: list[list[np.ndarray]], profile: bool = False) -> bytes:
+    def inference_instructions(self) -> int | None:
+        ticks = self.repeat_ticks if self.repeat_ticks is not None else (
+            self.sample_ticks[0] if self.sample_ticks else None)
+        return None if ticks is None else self.instructions(ticks)
+
+    def overhead_per_op(self) -> float | None:
+        """The framework's instructions per op: one inference less the sum of
+        the kernels' own, over the number of ops."""
+        total = self.inference_instructions()
+        kernels = self.kernel_instructions()
+        if total is None or not kernels or any(k is None for k in kernels):
+            return None
+        return (total - sum(k for k in kernels if k is not None)) / len(kernels)
+
+
+def io_blob(samples: list[list[np.ndarray]], profile: bool = False, repeat: int = 1) -> bytes:
     """The io blob: header, then each sample's inputs back to back, each in
-    its own dtype (float32 unless the program takes int8)."""
+    its own dtype (float32 unless the program takes int8). `repeat` runs the
+    load, the profile and the first sample that many times (mean figures)."""
     payload = b"".join(np.ascontiguousarray(x if x.dtype == np.int8 else x.astype("<f4")).tobytes()
                        for s in samples for x in s)
     per = len(payload) // len(samples) if samples else 0
-    header = b"TMIO" + struct.pack("<IIII", IO_VERSION, len(samples), per, FLAG_PROFILE if profile else 0)
+    header = b"TMIO" + struct.pack("<IIIII", IO_VERSION, len(samples), per, FLAG_PROFILE if profile else 0,
+                                   repeat)
     return header + bytes(IO_HEADER - len(header)) + payload
 
 
 def parse_protocol(text: str, output_meta: list[dict[str, Any]]) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """Reads the lines the app printed; other lines (board messages) are ignored."""
+    """Reads the lines the app printed; other lines (board messages) are ignored.
+    Figures measured over several runs come back as means."""
     info: dict[str, Any] = {"load_status": None, "load_ticks": 0, "op_ticks": [], "sample_ticks": [],
-                            "done_status": None}
+                            "done_status": None, "calib_ticks": 0.0, "repeat_ticks": None, "runs": 1}
     outs: list[list[np.ndarray]] = [[] for _ in output_meta]
+    op_sums: dict[int, int] = {}
+    op_passes = 0
     for line in text.splitlines():
         m = _LINE.match(line.strip())
         if not m:
             continue
         kind, rest = m.group(1), m.group(2).split()
         fields = dict(f.split("=", 1) for f in rest if "=" in f)
+        runs = max(1, int(fields.get("runs", 1)))
         if kind == "load":
-            info["load_status"], info["load_ticks"] = int(fields["status"]), int(fields["ticks"])
+            info["load_status"] = int(fields["status"])
+            info["load_ticks"] = int(fields["ticks"]) / runs
+            info["runs"] = runs
+        elif kind == "calib":
+            info["calib_ticks"] = int(fields["ticks"]) / runs
+        elif kind == "repeat":
+            info["repeat_ticks"] = int(fields["ticks"]) / runs
         elif kind == "op":
-            info["op_ticks"].append(int(fields["ticks"]))
+            index = int(rest[0])
+            op_passes += index == 0
+            op_sums[index] = op_sums.get(index, 0) + int(fields["ticks"])
         elif kind == "sample":
             info["sample_ticks"].append(int(fields["ticks"]))
             for k, meta in enumerate(output_meta):
@@ -75,6 +114,7 @@ def parse_protocol(text: str, output_meta: list[dict[str, Any]]) -> tuple[dict[s
                 outs[k].append(np.frombuffer(raw, dtype=dtype).reshape(meta["shape"]))
         elif kind == "done":
             info["done_status"] = int(fields["status"])
+    info["op_ticks"] = [op_sums[i] / max(op_passes, 1) for i in sorted(op_sums)]
     arrays = [np.stack(o) if o else np.zeros((0, *m["shape"]), np.float32) for o, m in zip(outs, output_meta)]
     return info, arrays
 
@@ -129,11 +169,12 @@ def split_samples(meta: dict[str, Any], inputs: list[np.ndarray]) -> list[list[n
 
 
 def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str = "qemu", profile: bool = False,
-        timeout_s: float = 300.0) -> RunResult:
-    """Run the compiled model in OUT on `sim` ("qemu" or "host")."""
+        timeout_s: float = 300.0, repeat: int = 1) -> RunResult:
+    """Run the compiled model in OUT on `sim` ("qemu" or "host"). `repeat`
+    measures the load, the profile and the first sample that many times."""
     out = Path(out_dir)
     meta = load_meta(out)
-    blob = io_blob(program_samples(meta, split_samples(meta, inputs)), profile)
+    blob = io_blob(program_samples(meta, split_samples(meta, inputs)), profile, repeat)
     if sim == "host":
         from .build import build_host_runner
         exe = build_host_runner()
@@ -158,7 +199,8 @@ def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str = "qemu", profil
     else:
         raise TorchMCUError(f"unknown simulator {sim!r}: use qemu or host")
     info, outputs = parse_protocol(text, meta["outputs"])
-    return RunResult(outputs, code, info["load_ticks"], info["sample_ticks"], info["op_ticks"], ipt, text, cmd)
+    return RunResult(outputs, code, info["load_ticks"], info["sample_ticks"], info["op_ticks"], ipt, text, cmd,
+                     calib_ticks=info["calib_ticks"], repeat_ticks=info["repeat_ticks"], runs=info["runs"])
 
 
 # ---------------------------------------------------------------------------------------------

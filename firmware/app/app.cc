@@ -17,15 +17,29 @@ void write(const char* s) {
   tmcu_platform_write(s, n);
 }
 
+// Decimal without a 64-bit division (which would link libgcc's, ~0.8 KB):
+// each digit by subtracting its power of ten.
 void write_u64(uint64_t v) {
+  static const uint64_t kPowers[] = {
+      10000000000000000000ull, 1000000000000000000ull, 100000000000000000ull,
+      10000000000000000ull,    1000000000000000ull,    100000000000000ull,
+      10000000000000ull,       1000000000000ull,       100000000000ull,
+      10000000000ull,          1000000000ull,          100000000ull,
+      10000000ull,             1000000ull,             100000ull,
+      10000ull,                1000ull,                100ull,
+      10ull,                   1ull};
   char buf[21];
-  int i = 20;
-  buf[i] = '\0';
-  do {
-    buf[--i] = char('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  write(buf + i);
+  int n = 0;
+  for (uint64_t power : kPowers) {
+    char digit = '0';
+    while (v >= power) {
+      v -= power;
+      ++digit;
+    }
+    if (digit != '0' || n > 0 || power == 1) buf[n++] = digit;
+  }
+  buf[n] = '\0';
+  write(buf);
 }
 
 void write_hex(const uint8_t* p, uint32_t n) {
@@ -42,6 +56,29 @@ void write_hex(const uint8_t* p, uint32_t n) {
   }
   tmcu_platform_write(buf, used);
 }
+
+// "tmcu: <what> ticks=<t> runs=<r>"
+void write_ticks(const char* what, uint64_t ticks, uint32_t runs) {
+  write(what);
+  write(" ticks=");
+  write_u64(ticks);
+  write(" runs=");
+  write_u64(runs);
+  write("\n");
+}
+
+// Starts the next measurement at another phase of the tick counter: a
+// pseudo-random pause outside the measured interval, so that a mean over
+// runs averages the counter's granularity out (runs of equal length would
+// otherwise all start at the same phase).
+void dither(uint32_t& seed) {
+  seed = seed * 1664525u + 1013904223u;
+  for (volatile uint32_t i = 0; i < ((seed >> 24) & 63u); i = i + 1) {
+  }
+}
+
+// Calibration runs: cheap (an empty op), so many.
+constexpr uint32_t kCalibRuns = 256;
 
 uint32_t read_u32(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
@@ -61,6 +98,10 @@ class Profiler final : public OpObserver {
   void op_begin(uint32_t) override { start_ = tmcu_platform_ticks(); }
   void op_end(uint32_t index) override {
     const uint64_t ticks = tmcu_platform_ticks() - start_;
+    if (quiet_) {
+      total_ += ticks;
+      return;
+    }
     write("tmcu: op ");
     write_u64(index);
     write(" ticks=");
@@ -68,35 +109,67 @@ class Profiler final : public OpObserver {
     write("\n");
   }
 
+  // The ticks of an op with no kernel in between, summed over `runs`: the
+  // two calls go through the interface, as the executor makes them.
+  uint64_t calibrate(uint32_t runs, uint32_t& seed) {
+    OpObserver* volatile self = this;  // no devirtualization: a real call, as in execute()
+    quiet_ = true;
+    total_ = 0;
+    for (uint32_t r = 0; r < runs; ++r) {
+      OpObserver* o = self;
+      dither(seed);
+      o->op_begin(0);
+      o->op_end(0);
+    }
+    quiet_ = false;
+    return total_;
+  }
+
  private:
   uint64_t start_ = 0;
+  uint64_t total_ = 0;
+  bool quiet_ = false;
 };
+
+bool io_header_ok(const uint8_t* io, size_t io_size) {
+  return io != nullptr && io_size >= kIoHeaderBytes &&
+         read_u32(io) == read_u32(reinterpret_cast<const uint8_t*>("TMIO")) &&
+         read_u32(io + 4) == kIoVersion;
+}
 
 int run(const uint8_t* program, size_t program_size, const tmcu_arena* arenas,
         size_t num_arenas, const uint8_t* io, size_t io_size) {
-  const uint64_t t0 = tmcu_platform_ticks();
-  const Result<Program> p = Program::load(program, program_size);
-  Error status = p.error();
+  const bool io_ok = io_header_ok(io, io_size);
+  uint32_t repeat = io_ok ? read_u32(io + 20) : 1;
+  repeat = repeat == 0 ? 1 : (repeat > kMaxRepeat ? kMaxRepeat : repeat);
+
+  // The load, `repeat` times over (each the same work: the program is only
+  // read, and the init copies write the same bytes again).
+  Error status = Error::Ok;
   Method method;
-  if (p.ok()) {
-    const Result<Method> m =
-        Method::load(p.get(), reinterpret_cast<const ArenaSpan*>(arenas), num_arenas);
-    status = m.error();
-    if (m.ok()) method = m.get();
+  uint64_t load_ticks = 0;
+  uint32_t loads = 0;
+  uint32_t seed = 1;
+  while (loads < repeat && status == Error::Ok) {
+    if (repeat > 1) dither(seed);
+    const uint64_t t0 = tmcu_platform_ticks();
+    const Result<Program> p = Program::load(program, program_size);
+    status = p.error();
+    if (p.ok()) {
+      const Result<Method> m =
+          Method::load(p.get(), reinterpret_cast<const ArenaSpan*>(arenas), num_arenas);
+      status = m.error();
+      if (m.ok()) method = m.get();
+    }
+    load_ticks += tmcu_platform_ticks() - t0;
+    ++loads;
   }
-  const uint64_t t1 = tmcu_platform_ticks();
   write("tmcu: load status=");
   write_u64(uint32_t(status));
-  write(" ticks=");
-  write_u64(t1 - t0);
-  write("\n");
+  write_ticks("", load_ticks, loads);
   if (status != Error::Ok) return finish(int(status), 0);
 
-  if (io == nullptr || io_size < kIoHeaderBytes || read_u32(io) != read_u32(
-                                                       reinterpret_cast<const uint8_t*>("TMIO")) ||
-      read_u32(io + 4) != kIoVersion) {
-    return finish(kStatusBadIo, 0);
-  }
+  if (!io_ok) return finish(kStatusBadIo, 0);
   const uint32_t samples = read_u32(io + 8);
   const uint32_t sample_bytes = read_u32(io + 12);
   const uint32_t flags = read_u32(io + 16);
@@ -119,10 +192,26 @@ int run(const uint8_t* program, size_t program_size, const tmcu_arena* arenas,
       }
     };
     if (s == 0 && (flags & kIoFlagProfile) != 0) {
-      load_inputs();
       Profiler profiler;
-      const Error e = method.execute(&profiler);
-      if (e != Error::Ok) return finish(int(e), s);
+      write_ticks("tmcu: calib", profiler.calibrate(kCalibRuns, seed), kCalibRuns);
+      for (uint32_t r = 0; r < repeat; ++r) {
+        load_inputs();
+        if (repeat > 1) dither(seed);
+        const Error e = method.execute(&profiler);
+        if (e != Error::Ok) return finish(int(e), s);
+      }
+    }
+    if (s == 0 && repeat > 1) {
+      uint64_t total = 0;
+      for (uint32_t r = 0; r < repeat; ++r) {
+        load_inputs();  // in-place ops may have overwritten an input
+        dither(seed);
+        const uint64_t start = tmcu_platform_ticks();
+        const Error e = method.execute();
+        total += tmcu_platform_ticks() - start;
+        if (e != Error::Ok) return finish(int(e), s);
+      }
+      write_ticks("tmcu: repeat", total, repeat);
     }
     load_inputs();
     const uint64_t start = tmcu_platform_ticks();

@@ -6,11 +6,13 @@
 // holds uint16 {vtable bytes, table bytes, field offset per slot}; an absent
 // field has offset 0. Offsets to tables, vectors and strings are uint32,
 // relative to where they are stored. A vector is a uint32 length followed by
-// its elements; a string is a byte vector followed by a NUL.
+// its elements; a string is a byte vector followed by a NUL. A vector of
+// structs holds them in place, each aligned to its largest field.
 //
 // Accessors trust the buffer: run Verifier over it first (Program::load does).
-// Every load goes through memcpy, so no access is misaligned whatever the
-// buffer's alignment.
+// Table fields and scalar vector elements are loaded through memcpy, so no
+// access is misaligned whatever the buffer's alignment; struct vectors are
+// read in place, which the verifier allows only where they are aligned.
 #ifndef TORCHMCU_CORE_FLATBUFFER_H_
 #define TORCHMCU_CORE_FLATBUFFER_H_
 
@@ -90,7 +92,22 @@ class Table {
     return T(deref(vo));
   }
 
-  friend class Verifier;
+  const uint8_t* p_ = nullptr;
+};
+
+/// A vector of structs, read in place: the verifier checked its bounds and
+/// that its elements are aligned for T (relative to the buffer start; the
+/// runtime requires 16-byte aligned buffers).
+template <typename T>
+class StructVector {
+ public:
+  StructVector() = default;
+  explicit StructVector(const uint8_t* p) : p_(p) {}
+  uint32_t size() const { return p_ ? load<uint32_t>(p_) : 0; }
+  const T* data() const { return p_ ? reinterpret_cast<const T*>(p_ + 4) : nullptr; }
+  const T& operator[](uint32_t i) const { return data()[i]; }
+
+ private:
   const uint8_t* p_ = nullptr;
 };
 
@@ -112,142 +129,152 @@ class TableVector {
 
 /// Checks that every byte an accessor may read lies inside the buffer.
 /// Limits on depth and table count bound the work a hostile buffer can cause.
+///
+/// Each table is checked once (its offset to its vtable, the vtable and the
+/// table inside the buffer), then each of its fields against the table's
+/// size (scalars) or the buffer (what offsets point to), through a Fields
+/// view that reads the vtable's header only once. All positions are 32-bit:
+/// buffers are under 2 GiB, and each sum below is checked before it could wrap.
 class Verifier {
  public:
-  Verifier(const uint8_t* buf, size_t size) : buf_(buf), size_(size) {}
+  Verifier(const uint8_t* buf, size_t size) : buf_(buf), size_(uint32_t(size)) {}
 
   /// The root table offset and identifier; returns the root or an invalid table.
   template <typename T>
   T root(const char* identifier) {
     if (size_ < 8 || size_ > 0x7fffffffu) return T();
-    if (std::memcmp(buf_ + 4, identifier, 4) != 0) return T();
+    if (load<uint32_t>(buf_ + 4) != load<uint32_t>(reinterpret_cast<const uint8_t*>(identifier))) {
+      return T();
+    }
     const uint32_t off = load<uint32_t>(buf_);
     return T(check_table_at(off) ? buf_ + off : nullptr);
   }
 
-  /// A table field; an absent one is valid.
-  template <typename T>
-  bool table_field(const Table& parent, uint16_t vo) {
-    const uint8_t* p = offset_field(parent, vo);
-    if (p == nullptr) return ok_;
-    return enter(T(p));
-  }
-
+  /// Checks table t (whose position check_table_at accepted) and its fields.
   template <typename T>
   bool table(const T& t) {
-    return t.valid() ? enter(t) : false;
+    if (!t.valid() || depth_ >= kMaxDepth || ++tables_ > kMaxTables) return false;
+    ++depth_;
+    const bool r = t.verify(*this);
+    --depth_;
+    return r;
   }
 
-  template <typename S>
-  bool scalar_field(const Table& t, uint16_t vo) {
-    const uint16_t off = t.field(vo);
-    if (off == 0) return true;
-    return fail_unless(off + sizeof(S) <= table_size(t) &&
-                       in_range(t.p_ - buf_ + off, sizeof(S)));
-  }
+  /// A table's vtable, read once; the checks of its fields.
+  class Fields {
+   public:
+    Fields(Verifier& v, const Table& t)
+        : v_(v),
+          t_(t.address()),
+          vt_(t_ - load<int32_t>(t_)),
+          vsize_(load<uint16_t>(vt_)),
+          tsize_(load<uint16_t>(vt_ + 2)) {}
 
-  template <typename S>
-  bool vector_field(const Table& t, uint16_t vo) {
-    const uint8_t* p = offset_field(t, vo);
-    if (p == nullptr) return ok_;
-    return vector_at(p, sizeof(S)) != UINT32_MAX;
-  }
-
-  bool string_field(const Table& t, uint16_t vo) {
-    const uint8_t* p = offset_field(t, vo);
-    if (p == nullptr) return ok_;
-    const uint32_t n = vector_at(p, 1);
-    if (n == UINT32_MAX) return false;
-    // The terminating NUL lies just past the bytes.
-    return fail_unless(in_range(p - buf_ + 4 + size_t(n), 1) && p[4 + n] == 0);
-  }
-
-  template <typename T>
-  bool table_vector_field(const Table& t, uint16_t vo) {
-    const uint8_t* p = offset_field(t, vo);
-    if (p == nullptr) return ok_;
-    const uint32_t n = vector_at(p, 4);
-    if (n == UINT32_MAX) return false;
-    const TableVector<T> v(p);
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint64_t e = uint64_t(p - buf_) + 4 + 4 * uint64_t(i);
-      if (!check_table_at(e + load<uint32_t>(buf_ + e))) return false;
-      if (!enter(v[i])) return false;
+    template <typename S>
+    bool scalar(uint16_t vo) const {
+      const uint32_t off = field(vo);
+      return off == 0 || off + sizeof(S) <= tsize_;
     }
-    return true;
-  }
+    template <typename S>
+    bool vector(uint16_t vo) const {
+      const uint8_t* p = target(vo);
+      return p == nullptr ? ok_ : v_.vector_at(p, sizeof(S), alignof(S)) != kBad;
+    }
+    template <typename S>
+    bool struct_vector(uint16_t vo) const {
+      return vector<S>(vo);
+    }
+    bool string(uint16_t vo) const {
+      const uint8_t* p = target(vo);
+      if (p == nullptr) return ok_;
+      const uint32_t n = v_.vector_at(p, 1, 1);
+      // The terminating NUL lies just past the bytes.
+      return n != kBad && v_.room(p + 4, n + 1) && p[4 + n] == 0;
+    }
+    template <typename T>
+    bool table(uint16_t vo) const {
+      const uint8_t* p = target(vo);
+      if (p == nullptr) return ok_;
+      return v_.check_table_at(uint32_t(p - v_.buf_)) && v_.table(T(p));
+    }
+    template <typename T>
+    bool table_vector(uint16_t vo) const {
+      const uint8_t* p = target(vo);
+      if (p == nullptr) return ok_;
+      const uint32_t n = v_.vector_at(p, 4, 4);
+      if (n == kBad) return false;
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint8_t* e = p + 4 + 4 * i;
+        const uint32_t at = uint32_t(e - v_.buf_);
+        const uint32_t rel = load<uint32_t>(e);
+        if (rel > v_.size_ - at || !v_.check_table_at(at + rel) || !v_.table(T(e + rel))) return false;
+      }
+      return true;
+    }
 
-  bool ok() const { return ok_; }
+   private:
+    uint32_t field(uint16_t vo) const { return vo < vsize_ ? load<uint16_t>(vt_ + vo) : 0; }
+
+    /// Where the offset field at vo points (null when absent, or when the
+    /// offset or its target is out of bounds: ok_ is then false).
+    const uint8_t* target(uint16_t vo) const {
+      ok_ = true;
+      const uint32_t off = field(vo);
+      if (off == 0) return nullptr;
+      if (off + 4 > tsize_) return fail();
+      const uint32_t at = uint32_t(t_ - v_.buf_) + off;  // inside the table: checked
+      const uint32_t rel = load<uint32_t>(t_ + off);
+      if (rel > v_.size_ - at) return fail();
+      const uint32_t to = at + rel;
+      if ((to & 3) != 0 || to > v_.size_ - 4) return fail();
+      return v_.buf_ + to;
+    }
+    const uint8_t* fail() const {
+      ok_ = false;
+      return nullptr;
+    }
+
+    Verifier& v_;
+    const uint8_t* t_;
+    const uint8_t* vt_;
+    uint32_t vsize_;
+    uint32_t tsize_;
+    mutable bool ok_ = true;
+  };
 
  private:
   static constexpr uint32_t kMaxDepth = 16;
   static constexpr uint32_t kMaxTables = 1u << 16;
+  static constexpr uint32_t kBad = UINT32_MAX;
 
-  bool fail() { return ok_ = false; }
-  bool fail_unless(bool c) { return c ? true : fail(); }
-  bool in_range(size_t pos, size_t len) const {
-    return pos <= size_ && len <= size_ - pos;
-  }
+  /// n bytes from p lie inside the buffer (p itself does).
+  bool room(const uint8_t* p, uint32_t n) const { return n <= size_ - uint32_t(p - buf_); }
 
-  /// Table at absolute position `pos`: soffset and vtable in bounds.
-  bool check_table_at(uint64_t pos) {
-    if ((pos & 3) != 0 || pos > size_ || !in_range(size_t(pos), 4)) return fail();
+  /// A table at position pos: its soffset, vtable and bytes inside the buffer.
+  bool check_table_at(uint32_t pos) const {
+    if ((pos & 3) != 0 || pos > size_ - 4) return false;
     const int64_t vt = int64_t(pos) - load<int32_t>(buf_ + pos);
-    if (vt < 0 || (vt & 1) != 0 || !in_range(size_t(vt), 4)) return fail();
-    const uint16_t vsize = load<uint16_t>(buf_ + vt);
-    const uint16_t tsize = load<uint16_t>(buf_ + vt + 2);
-    if (vsize < 4 || (vsize & 1) != 0 || !in_range(size_t(vt), vsize)) return fail();
-    return fail_unless(tsize >= 4 && in_range(pos, tsize));
+    if (vt < 0 || (vt & 1) != 0 || vt > int64_t(size_) - 4) return false;
+    const uint32_t vsize = load<uint16_t>(buf_ + vt);
+    const uint32_t tsize = load<uint16_t>(buf_ + vt + 2);
+    if (vsize < 4 || (vsize & 1) != 0 || vsize > size_ - uint32_t(vt)) return false;
+    return tsize >= 4 && tsize <= size_ - pos;
   }
 
-  size_t table_size(const Table& t) const {
-    return load<uint16_t>(t.p_ - load<int32_t>(t.p_) + 2);
-  }
-
-  /// The target of an offset field, checked to hold at least 4 bytes.
-  const uint8_t* offset_field(const Table& t, uint16_t vo) {
-    const uint16_t off = t.field(vo);
-    if (off == 0) return nullptr;
-    const size_t at = size_t(t.p_ - buf_) + off;
-    if (off + 4u > table_size(t) || !in_range(at, 4)) {
-      fail();
-      return nullptr;
-    }
-    // 64-bit sum: on a 32-bit target a hostile offset must not wrap around.
-    const uint64_t target = uint64_t(at) + load<uint32_t>(buf_ + at);
-    if ((target & 3) != 0 || target > size_ || !in_range(size_t(target), 4)) {
-      fail();
-      return nullptr;
-    }
-    return buf_ + target;
-  }
-
-  /// Length of the vector at p with elements of elem_size, or UINT32_MAX.
-  uint32_t vector_at(const uint8_t* p, size_t elem_size) {
+  /// The length of the vector at p (its length word inside the buffer:
+  /// checked by target()), its elements of elem_size inside the buffer and
+  /// aligned to `align` from the buffer's start; or kBad.
+  uint32_t vector_at(const uint8_t* p, uint32_t elem_size, uint32_t align) const {
     const uint32_t n = load<uint32_t>(p);
-    const size_t start = size_t(p - buf_) + 4;
-    if (uint64_t(n) * elem_size > size_ || !in_range(start, size_t(n) * elem_size)) {
-      fail();
-      return UINT32_MAX;
-    }
+    const uint32_t start = uint32_t(p - buf_) + 4;
+    if (uint64_t(n) * elem_size > size_ - start || (start & (align - 1)) != 0) return kBad;
     return n;
   }
 
-  template <typename T>
-  bool enter(const T& t) {
-    if (!ok_ || depth_ >= kMaxDepth || ++tables_ > kMaxTables) return fail();
-    if (!check_table_at(size_t(t.address() - buf_))) return false;
-    ++depth_;
-    const bool r = t.verify(*this);
-    --depth_;
-    return r ? ok_ : fail();
-  }
-
   const uint8_t* buf_;
-  size_t size_;
+  uint32_t size_;
   uint32_t depth_ = 0;
   uint32_t tables_ = 0;
-  bool ok_ = true;
 };
 
 }  // namespace fb

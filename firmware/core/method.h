@@ -1,11 +1,14 @@
 // Method: a program bound to the memory the application gives it, ready to
-// execute. load() validates every tensor and op once (bounds, dtypes, the
-// kernels' own checks); execute() then runs the op list with no lookups
-// beyond reading the program and no checks that load already made.
+// execute. load() checks the program's executable section once (every
+// operand of every op, the model inputs and outputs, the kernels' own
+// checks, the init copies) and makes the init copies; execute() then runs
+// the op records in place: per op, one table lookup and one call.
 //
 // Memory: the application owns one buffer per arena the plan names (see the
 // generated model_arenas.h), each at least the planned size, 16-byte
-// aligned. The Method itself is the only other state (a few dozen bytes).
+// aligned. The Method itself is the only other state (a few dozen bytes:
+// sizeof(Method)), and holds no pointer into the program's tables beyond
+// those it checked.
 #ifndef TORCHMCU_CORE_METHOD_H_
 #define TORCHMCU_CORE_METHOD_H_
 
@@ -13,13 +16,12 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "core/kernel.h"
 #include "core/program.h"
 #include "core/result.h"
 #include "core/tensor.h"
 
 namespace torchmcu {
-
-constexpr uint32_t kMaxArenas = 4;
 
 struct ArenaSpan {
   uint8_t* data;
@@ -46,25 +48,26 @@ class Method {
   /// Runs every op in order. Errors only on a misuse the load could not see.
   Error execute(OpObserver* observer = nullptr) const;
 
-  uint32_t num_inputs() const { return program_.root().inputs().size(); }
-  uint32_t num_outputs() const { return program_.root().outputs().size(); }
-  uint32_t num_ops() const { return program_.root().ops().size(); }
+  uint32_t num_inputs() const { return num_inputs_; }
+  uint32_t num_outputs() const { return num_outputs_; }
+  uint32_t num_ops() const { return num_ops_; }
   /// Views of the model's inputs (to fill before execute) and outputs; an
   /// index out of range gives an empty view (data == nullptr).
   TensorView input(uint32_t i) const;
   TensorView output(uint32_t i) const;
 
  private:
-  TensorView view(int32_t tensor_index) const;
-  /// Fills *v for a tensor index known to be in range, in place.
-  void fill(int32_t tensor_index, TensorView* v) const;
+  TensorView view(const schema::IoTensor& t) const;
 
-  Program program_;
-  // The tensor table, looked up once at load: view() runs for every operand
-  // of every op.
-  fb::TableVector<schema::Tensor> tensors_;
-  ArenaSpan arenas_[kMaxArenas] = {};
-  uint32_t num_arenas_ = 0;
+  Regions regions_;
+  const schema::ExecOp* ops_ = nullptr;
+  const schema::Operand* operands_ = nullptr;
+  const uint32_t* args_ = nullptr;
+  const schema::IoTensor* inputs_ = nullptr;
+  const schema::IoTensor* outputs_ = nullptr;
+  uint32_t num_ops_ = 0;
+  uint32_t num_inputs_ = 0;
+  uint32_t num_outputs_ = 0;
 };
 
 }  // namespace torchmcu

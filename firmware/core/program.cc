@@ -21,7 +21,7 @@ Result<Program> Program::load(const void* data, size_t size) {
 #if TORCHMCU_VERIFY
   fb::Verifier verifier(buf, size);
   p.root_ = verifier.root<schema::Program>(schema::kFileIdentifier);
-  if (!p.root_.valid() || !verifier.table(p.root_)) return Error::InvalidProgram;
+  if (!verifier.table(p.root_)) return Error::InvalidProgram;
 #else
   // Trusted programs only: a corrupted one may crash the device.
   p.root_ = schema::Program(buf + fb::load<uint32_t>(buf));

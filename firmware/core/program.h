@@ -12,16 +12,19 @@
 
 namespace torchmcu {
 
-/// The format version this runtime reads (Program.version).
-constexpr uint32_t kProgramVersion = 1;
+/// The format version this runtime reads (Program.version; 2: init copies
+/// and the executable section).
+constexpr uint32_t kProgramVersion = 2;
 
 class Program {
  public:
   Program() = default;
 
   /// Checks the identifier, version and (unless TORCHMCU_VERIFY is 0) every
-  /// offset of the flatbuffer, and that the constant segment lies inside
-  /// `size`. `data` must be 16-byte aligned so constants are aligned too.
+  /// offset and size of the fields the runtime reads (the arenas, the init
+  /// copies, the executable section; not the tables only tools read), and
+  /// that the constant segment lies inside `size`. `data` must be 16-byte
+  /// aligned so constants, and the records read in place, are aligned too.
   static Result<Program> load(const void* data, size_t size);
 
   schema::Program root() const { return root_; }

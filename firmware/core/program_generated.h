@@ -3,6 +3,7 @@
 #ifndef TORCHMCU_CORE_PROGRAM_GENERATED_H_
 #define TORCHMCU_CORE_PROGRAM_GENERATED_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -89,449 +90,490 @@ enum class OpParams : uint8_t {
   QuantBatchMatmulParams = 18,
 };
 
-class Tensor;
-class Arena;
-class Conv2dParams;
-class LinearParams;
-class ClampParams;
-class BinaryParams;
-class Pool2dParams;
-class ReduceParams;
-class SoftmaxParams;
-class PermuteParams;
-class ConcatParams;
-class QuantConv2dParams;
-class QuantLinearParams;
-class QuantAddParams;
-class QuantMulParams;
-class QuantPool2dParams;
-class QuantSoftmaxParams;
-class QuantClampParams;
-class PadParams;
-class QuantBatchMatmulParams;
-class Op;
-class Program;
-
-class Tensor : public fb::Table {
- public:
-  using fb::Table::Table;
-  fb::String name() const { return string(4); }
-  DType dtype() const { return static_cast<DType>(scalar<uint8_t>(6, 0)); }
-  fb::Vector<int32_t> dims() const { return vector<int32_t>(8); }
-  Region region() const { return static_cast<Region>(scalar<uint8_t>(10, 0)); }
-  uint8_t arena() const { return scalar<uint8_t>(12, 0); }
-  uint32_t offset() const { return scalar<uint32_t>(14, 0); }
-  uint32_t nbytes() const { return scalar<uint32_t>(16, 0); }
-  float scale() const { return scalar<float>(18, 0.0f); }
-  int32_t zero_point() const { return scalar<int32_t>(20, 0); }
-  fb::Vector<float> channel_scales() const { return vector<float>(22); }
-  int32_t channel_axis() const { return scalar<int32_t>(24, -1); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.string_field(*this, 4)) return false;
-    if (!v.scalar_field<uint8_t>(*this, 6)) return false;
-    if (!v.vector_field<int32_t>(*this, 8)) return false;
-    if (!v.scalar_field<uint8_t>(*this, 10)) return false;
-    if (!v.scalar_field<uint8_t>(*this, 12)) return false;
-    if (!v.scalar_field<uint32_t>(*this, 14)) return false;
-    if (!v.scalar_field<uint32_t>(*this, 16)) return false;
-    if (!v.scalar_field<float>(*this, 18)) return false;
-    if (!v.scalar_field<int32_t>(*this, 20)) return false;
-    if (!v.vector_field<float>(*this, 22)) return false;
-    if (!v.scalar_field<int32_t>(*this, 24)) return false;
-    return true;
-  }
+struct InitCopy {
+  uint32_t src;
+  uint32_t dst;
+  uint32_t nbytes;
+  uint8_t arena;
 };
+static_assert(sizeof(InitCopy) == 16 && alignof(InitCopy) == 4, "InitCopy: flatbuffers layout");
+static_assert(offsetof(InitCopy, src) == 0, "InitCopy.src");
+static_assert(offsetof(InitCopy, dst) == 4, "InitCopy.dst");
+static_assert(offsetof(InitCopy, nbytes) == 8, "InitCopy.nbytes");
+static_assert(offsetof(InitCopy, arena) == 12, "InitCopy.arena");
+
+struct Operand {
+  uint32_t offset;
+  uint32_t nbytes;
+  uint8_t location;
+  DType dtype;
+  uint8_t rank;
+};
+static_assert(sizeof(Operand) == 12 && alignof(Operand) == 4, "Operand: flatbuffers layout");
+static_assert(offsetof(Operand, offset) == 0, "Operand.offset");
+static_assert(offsetof(Operand, nbytes) == 4, "Operand.nbytes");
+static_assert(offsetof(Operand, location) == 8, "Operand.location");
+static_assert(offsetof(Operand, dtype) == 9, "Operand.dtype");
+static_assert(offsetof(Operand, rank) == 10, "Operand.rank");
+
+struct IoTensor {
+  uint32_t offset;
+  uint32_t nbytes;
+  int32_t dims[6];
+  float scale;
+  int32_t zero_point;
+  uint8_t location;
+  DType dtype;
+  uint8_t rank;
+};
+static_assert(sizeof(IoTensor) == 44 && alignof(IoTensor) == 4, "IoTensor: flatbuffers layout");
+static_assert(offsetof(IoTensor, offset) == 0, "IoTensor.offset");
+static_assert(offsetof(IoTensor, nbytes) == 4, "IoTensor.nbytes");
+static_assert(offsetof(IoTensor, dims) == 8, "IoTensor.dims");
+static_assert(offsetof(IoTensor, scale) == 32, "IoTensor.scale");
+static_assert(offsetof(IoTensor, zero_point) == 36, "IoTensor.zero_point");
+static_assert(offsetof(IoTensor, location) == 40, "IoTensor.location");
+static_assert(offsetof(IoTensor, dtype) == 41, "IoTensor.dtype");
+static_assert(offsetof(IoTensor, rank) == 42, "IoTensor.rank");
+
+struct ExecOp {
+  OpCode code;
+  uint8_t params_type;
+  uint8_t num_inputs;
+  uint8_t num_outputs;
+  uint16_t num_args;
+  uint32_t operands;
+  uint32_t args;
+};
+static_assert(sizeof(ExecOp) == 16 && alignof(ExecOp) == 4, "ExecOp: flatbuffers layout");
+static_assert(offsetof(ExecOp, code) == 0, "ExecOp.code");
+static_assert(offsetof(ExecOp, params_type) == 2, "ExecOp.params_type");
+static_assert(offsetof(ExecOp, num_inputs) == 3, "ExecOp.num_inputs");
+static_assert(offsetof(ExecOp, num_outputs) == 4, "ExecOp.num_outputs");
+static_assert(offsetof(ExecOp, num_args) == 6, "ExecOp.num_args");
+static_assert(offsetof(ExecOp, operands) == 8, "ExecOp.operands");
+static_assert(offsetof(ExecOp, args) == 12, "ExecOp.args");
+
+struct LinearArgs {
+  int32_t x_rows;
+  int32_t x_cols;
+  int32_t w[2];
+  int32_t y_rows;
+  int32_t y_cols;
+  float act_min;
+  float act_max;
+};
+static_assert(sizeof(LinearArgs) == 32 && alignof(LinearArgs) == 4, "LinearArgs: flatbuffers layout");
+static_assert(offsetof(LinearArgs, x_rows) == 0, "LinearArgs.x_rows");
+static_assert(offsetof(LinearArgs, x_cols) == 4, "LinearArgs.x_cols");
+static_assert(offsetof(LinearArgs, w) == 8, "LinearArgs.w");
+static_assert(offsetof(LinearArgs, y_rows) == 16, "LinearArgs.y_rows");
+static_assert(offsetof(LinearArgs, y_cols) == 20, "LinearArgs.y_cols");
+static_assert(offsetof(LinearArgs, act_min) == 24, "LinearArgs.act_min");
+static_assert(offsetof(LinearArgs, act_max) == 28, "LinearArgs.act_max");
+
+struct QuantLinearArgs {
+  int32_t x_rows;
+  int32_t x_cols;
+  int32_t w[2];
+  int32_t y_rows;
+  int32_t y_cols;
+  int32_t input_offset;
+  int32_t output_offset;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantLinearArgs) == 40 && alignof(QuantLinearArgs) == 4, "QuantLinearArgs: flatbuffers layout");
+static_assert(offsetof(QuantLinearArgs, x_rows) == 0, "QuantLinearArgs.x_rows");
+static_assert(offsetof(QuantLinearArgs, x_cols) == 4, "QuantLinearArgs.x_cols");
+static_assert(offsetof(QuantLinearArgs, w) == 8, "QuantLinearArgs.w");
+static_assert(offsetof(QuantLinearArgs, y_rows) == 16, "QuantLinearArgs.y_rows");
+static_assert(offsetof(QuantLinearArgs, y_cols) == 20, "QuantLinearArgs.y_cols");
+static_assert(offsetof(QuantLinearArgs, input_offset) == 24, "QuantLinearArgs.input_offset");
+static_assert(offsetof(QuantLinearArgs, output_offset) == 28, "QuantLinearArgs.output_offset");
+static_assert(offsetof(QuantLinearArgs, act_min) == 32, "QuantLinearArgs.act_min");
+static_assert(offsetof(QuantLinearArgs, act_max) == 36, "QuantLinearArgs.act_max");
+
+struct Conv2dArgs {
+  int32_t x[4];
+  int32_t w[4];
+  int32_t y[4];
+  int32_t stride_h;
+  int32_t stride_w;
+  int32_t pad_top;
+  int32_t pad_left;
+  int32_t dilation_h;
+  int32_t dilation_w;
+  int32_t groups;
+  int32_t multiplier;
+  float act_min;
+  float act_max;
+};
+static_assert(sizeof(Conv2dArgs) == 88 && alignof(Conv2dArgs) == 4, "Conv2dArgs: flatbuffers layout");
+static_assert(offsetof(Conv2dArgs, x) == 0, "Conv2dArgs.x");
+static_assert(offsetof(Conv2dArgs, w) == 16, "Conv2dArgs.w");
+static_assert(offsetof(Conv2dArgs, y) == 32, "Conv2dArgs.y");
+static_assert(offsetof(Conv2dArgs, stride_h) == 48, "Conv2dArgs.stride_h");
+static_assert(offsetof(Conv2dArgs, stride_w) == 52, "Conv2dArgs.stride_w");
+static_assert(offsetof(Conv2dArgs, pad_top) == 56, "Conv2dArgs.pad_top");
+static_assert(offsetof(Conv2dArgs, pad_left) == 60, "Conv2dArgs.pad_left");
+static_assert(offsetof(Conv2dArgs, dilation_h) == 64, "Conv2dArgs.dilation_h");
+static_assert(offsetof(Conv2dArgs, dilation_w) == 68, "Conv2dArgs.dilation_w");
+static_assert(offsetof(Conv2dArgs, groups) == 72, "Conv2dArgs.groups");
+static_assert(offsetof(Conv2dArgs, multiplier) == 76, "Conv2dArgs.multiplier");
+static_assert(offsetof(Conv2dArgs, act_min) == 80, "Conv2dArgs.act_min");
+static_assert(offsetof(Conv2dArgs, act_max) == 84, "Conv2dArgs.act_max");
+
+struct QuantConv2dArgs {
+  int32_t x[4];
+  int32_t w[4];
+  int32_t y[4];
+  int32_t stride_h;
+  int32_t stride_w;
+  int32_t pad_top;
+  int32_t pad_left;
+  int32_t dilation_h;
+  int32_t dilation_w;
+  int32_t multiplier;
+  int32_t input_offset;
+  int32_t output_offset;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantConv2dArgs) == 92 && alignof(QuantConv2dArgs) == 4, "QuantConv2dArgs: flatbuffers layout");
+static_assert(offsetof(QuantConv2dArgs, x) == 0, "QuantConv2dArgs.x");
+static_assert(offsetof(QuantConv2dArgs, w) == 16, "QuantConv2dArgs.w");
+static_assert(offsetof(QuantConv2dArgs, y) == 32, "QuantConv2dArgs.y");
+static_assert(offsetof(QuantConv2dArgs, stride_h) == 48, "QuantConv2dArgs.stride_h");
+static_assert(offsetof(QuantConv2dArgs, stride_w) == 52, "QuantConv2dArgs.stride_w");
+static_assert(offsetof(QuantConv2dArgs, pad_top) == 56, "QuantConv2dArgs.pad_top");
+static_assert(offsetof(QuantConv2dArgs, pad_left) == 60, "QuantConv2dArgs.pad_left");
+static_assert(offsetof(QuantConv2dArgs, dilation_h) == 64, "QuantConv2dArgs.dilation_h");
+static_assert(offsetof(QuantConv2dArgs, dilation_w) == 68, "QuantConv2dArgs.dilation_w");
+static_assert(offsetof(QuantConv2dArgs, multiplier) == 72, "QuantConv2dArgs.multiplier");
+static_assert(offsetof(QuantConv2dArgs, input_offset) == 76, "QuantConv2dArgs.input_offset");
+static_assert(offsetof(QuantConv2dArgs, output_offset) == 80, "QuantConv2dArgs.output_offset");
+static_assert(offsetof(QuantConv2dArgs, act_min) == 84, "QuantConv2dArgs.act_min");
+static_assert(offsetof(QuantConv2dArgs, act_max) == 88, "QuantConv2dArgs.act_max");
+
+struct Pool2dArgs {
+  int32_t x[4];
+  int32_t y[4];
+  int32_t kernel_h;
+  int32_t kernel_w;
+  int32_t stride_h;
+  int32_t stride_w;
+  int32_t pad_top;
+  int32_t pad_left;
+  int32_t dilation_h;
+  int32_t dilation_w;
+  int32_t count_include_pad;
+  int32_t divisor_override;
+  float act_min;
+  float act_max;
+};
+static_assert(sizeof(Pool2dArgs) == 80 && alignof(Pool2dArgs) == 4, "Pool2dArgs: flatbuffers layout");
+static_assert(offsetof(Pool2dArgs, x) == 0, "Pool2dArgs.x");
+static_assert(offsetof(Pool2dArgs, y) == 16, "Pool2dArgs.y");
+static_assert(offsetof(Pool2dArgs, kernel_h) == 32, "Pool2dArgs.kernel_h");
+static_assert(offsetof(Pool2dArgs, kernel_w) == 36, "Pool2dArgs.kernel_w");
+static_assert(offsetof(Pool2dArgs, stride_h) == 40, "Pool2dArgs.stride_h");
+static_assert(offsetof(Pool2dArgs, stride_w) == 44, "Pool2dArgs.stride_w");
+static_assert(offsetof(Pool2dArgs, pad_top) == 48, "Pool2dArgs.pad_top");
+static_assert(offsetof(Pool2dArgs, pad_left) == 52, "Pool2dArgs.pad_left");
+static_assert(offsetof(Pool2dArgs, dilation_h) == 56, "Pool2dArgs.dilation_h");
+static_assert(offsetof(Pool2dArgs, dilation_w) == 60, "Pool2dArgs.dilation_w");
+static_assert(offsetof(Pool2dArgs, count_include_pad) == 64, "Pool2dArgs.count_include_pad");
+static_assert(offsetof(Pool2dArgs, divisor_override) == 68, "Pool2dArgs.divisor_override");
+static_assert(offsetof(Pool2dArgs, act_min) == 72, "Pool2dArgs.act_min");
+static_assert(offsetof(Pool2dArgs, act_max) == 76, "Pool2dArgs.act_max");
+
+struct QuantPool2dArgs {
+  int32_t x[4];
+  int32_t y[4];
+  int32_t kernel_h;
+  int32_t kernel_w;
+  int32_t stride_h;
+  int32_t stride_w;
+  int32_t pad_top;
+  int32_t pad_left;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantPool2dArgs) == 64 && alignof(QuantPool2dArgs) == 4, "QuantPool2dArgs: flatbuffers layout");
+static_assert(offsetof(QuantPool2dArgs, x) == 0, "QuantPool2dArgs.x");
+static_assert(offsetof(QuantPool2dArgs, y) == 16, "QuantPool2dArgs.y");
+static_assert(offsetof(QuantPool2dArgs, kernel_h) == 32, "QuantPool2dArgs.kernel_h");
+static_assert(offsetof(QuantPool2dArgs, kernel_w) == 36, "QuantPool2dArgs.kernel_w");
+static_assert(offsetof(QuantPool2dArgs, stride_h) == 40, "QuantPool2dArgs.stride_h");
+static_assert(offsetof(QuantPool2dArgs, stride_w) == 44, "QuantPool2dArgs.stride_w");
+static_assert(offsetof(QuantPool2dArgs, pad_top) == 48, "QuantPool2dArgs.pad_top");
+static_assert(offsetof(QuantPool2dArgs, pad_left) == 52, "QuantPool2dArgs.pad_left");
+static_assert(offsetof(QuantPool2dArgs, act_min) == 56, "QuantPool2dArgs.act_min");
+static_assert(offsetof(QuantPool2dArgs, act_max) == 60, "QuantPool2dArgs.act_max");
+
+struct ClampArgs {
+  float min;
+  float max;
+};
+static_assert(sizeof(ClampArgs) == 8 && alignof(ClampArgs) == 4, "ClampArgs: flatbuffers layout");
+static_assert(offsetof(ClampArgs, min) == 0, "ClampArgs.min");
+static_assert(offsetof(ClampArgs, max) == 4, "ClampArgs.max");
+
+struct QuantClampArgs {
+  int32_t min;
+  int32_t max;
+};
+static_assert(sizeof(QuantClampArgs) == 8 && alignof(QuantClampArgs) == 4, "QuantClampArgs: flatbuffers layout");
+static_assert(offsetof(QuantClampArgs, min) == 0, "QuantClampArgs.min");
+static_assert(offsetof(QuantClampArgs, max) == 4, "QuantClampArgs.max");
+
+struct QuantizeArgs {
+  float scale;
+  int32_t zero_point;
+};
+static_assert(sizeof(QuantizeArgs) == 8 && alignof(QuantizeArgs) == 4, "QuantizeArgs: flatbuffers layout");
+static_assert(offsetof(QuantizeArgs, scale) == 0, "QuantizeArgs.scale");
+static_assert(offsetof(QuantizeArgs, zero_point) == 4, "QuantizeArgs.zero_point");
+
+struct BinaryArgs {
+  int32_t a[6];
+  int32_t b[6];
+  int32_t y[6];
+  float act_min;
+  float act_max;
+};
+static_assert(sizeof(BinaryArgs) == 80 && alignof(BinaryArgs) == 4, "BinaryArgs: flatbuffers layout");
+static_assert(offsetof(BinaryArgs, a) == 0, "BinaryArgs.a");
+static_assert(offsetof(BinaryArgs, b) == 24, "BinaryArgs.b");
+static_assert(offsetof(BinaryArgs, y) == 48, "BinaryArgs.y");
+static_assert(offsetof(BinaryArgs, act_min) == 72, "BinaryArgs.act_min");
+static_assert(offsetof(BinaryArgs, act_max) == 76, "BinaryArgs.act_max");
+
+struct QuantAddArgs {
+  int32_t a[6];
+  int32_t b[6];
+  int32_t y[6];
+  int32_t input1_offset;
+  int32_t input1_multiplier;
+  int32_t input1_shift;
+  int32_t input2_offset;
+  int32_t input2_multiplier;
+  int32_t input2_shift;
+  int32_t left_shift;
+  int32_t output_multiplier;
+  int32_t output_shift;
+  int32_t output_offset;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantAddArgs) == 120 && alignof(QuantAddArgs) == 4, "QuantAddArgs: flatbuffers layout");
+static_assert(offsetof(QuantAddArgs, a) == 0, "QuantAddArgs.a");
+static_assert(offsetof(QuantAddArgs, b) == 24, "QuantAddArgs.b");
+static_assert(offsetof(QuantAddArgs, y) == 48, "QuantAddArgs.y");
+static_assert(offsetof(QuantAddArgs, input1_offset) == 72, "QuantAddArgs.input1_offset");
+static_assert(offsetof(QuantAddArgs, input1_multiplier) == 76, "QuantAddArgs.input1_multiplier");
+static_assert(offsetof(QuantAddArgs, input1_shift) == 80, "QuantAddArgs.input1_shift");
+static_assert(offsetof(QuantAddArgs, input2_offset) == 84, "QuantAddArgs.input2_offset");
+static_assert(offsetof(QuantAddArgs, input2_multiplier) == 88, "QuantAddArgs.input2_multiplier");
+static_assert(offsetof(QuantAddArgs, input2_shift) == 92, "QuantAddArgs.input2_shift");
+static_assert(offsetof(QuantAddArgs, left_shift) == 96, "QuantAddArgs.left_shift");
+static_assert(offsetof(QuantAddArgs, output_multiplier) == 100, "QuantAddArgs.output_multiplier");
+static_assert(offsetof(QuantAddArgs, output_shift) == 104, "QuantAddArgs.output_shift");
+static_assert(offsetof(QuantAddArgs, output_offset) == 108, "QuantAddArgs.output_offset");
+static_assert(offsetof(QuantAddArgs, act_min) == 112, "QuantAddArgs.act_min");
+static_assert(offsetof(QuantAddArgs, act_max) == 116, "QuantAddArgs.act_max");
+
+struct QuantMulArgs {
+  int32_t a[6];
+  int32_t b[6];
+  int32_t y[6];
+  int32_t input1_offset;
+  int32_t input2_offset;
+  int32_t output_multiplier;
+  int32_t output_shift;
+  int32_t output_offset;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantMulArgs) == 100 && alignof(QuantMulArgs) == 4, "QuantMulArgs: flatbuffers layout");
+static_assert(offsetof(QuantMulArgs, a) == 0, "QuantMulArgs.a");
+static_assert(offsetof(QuantMulArgs, b) == 24, "QuantMulArgs.b");
+static_assert(offsetof(QuantMulArgs, y) == 48, "QuantMulArgs.y");
+static_assert(offsetof(QuantMulArgs, input1_offset) == 72, "QuantMulArgs.input1_offset");
+static_assert(offsetof(QuantMulArgs, input2_offset) == 76, "QuantMulArgs.input2_offset");
+static_assert(offsetof(QuantMulArgs, output_multiplier) == 80, "QuantMulArgs.output_multiplier");
+static_assert(offsetof(QuantMulArgs, output_shift) == 84, "QuantMulArgs.output_shift");
+static_assert(offsetof(QuantMulArgs, output_offset) == 88, "QuantMulArgs.output_offset");
+static_assert(offsetof(QuantMulArgs, act_min) == 92, "QuantMulArgs.act_min");
+static_assert(offsetof(QuantMulArgs, act_max) == 96, "QuantMulArgs.act_max");
+
+struct QuantMaxMinArgs {
+  int32_t a[6];
+  int32_t b[6];
+  int32_t y[6];
+  float a_scale;
+  int32_t a_zero_point;
+  float b_scale;
+  int32_t b_zero_point;
+  float y_scale;
+  int32_t y_zero_point;
+};
+static_assert(sizeof(QuantMaxMinArgs) == 96 && alignof(QuantMaxMinArgs) == 4, "QuantMaxMinArgs: flatbuffers layout");
+static_assert(offsetof(QuantMaxMinArgs, a) == 0, "QuantMaxMinArgs.a");
+static_assert(offsetof(QuantMaxMinArgs, b) == 24, "QuantMaxMinArgs.b");
+static_assert(offsetof(QuantMaxMinArgs, y) == 48, "QuantMaxMinArgs.y");
+static_assert(offsetof(QuantMaxMinArgs, a_scale) == 72, "QuantMaxMinArgs.a_scale");
+static_assert(offsetof(QuantMaxMinArgs, a_zero_point) == 76, "QuantMaxMinArgs.a_zero_point");
+static_assert(offsetof(QuantMaxMinArgs, b_scale) == 80, "QuantMaxMinArgs.b_scale");
+static_assert(offsetof(QuantMaxMinArgs, b_zero_point) == 84, "QuantMaxMinArgs.b_zero_point");
+static_assert(offsetof(QuantMaxMinArgs, y_scale) == 88, "QuantMaxMinArgs.y_scale");
+static_assert(offsetof(QuantMaxMinArgs, y_zero_point) == 92, "QuantMaxMinArgs.y_zero_point");
+
+struct MeanArgs {
+  int32_t x[6];
+  uint32_t axis_mask;
+};
+static_assert(sizeof(MeanArgs) == 28 && alignof(MeanArgs) == 4, "MeanArgs: flatbuffers layout");
+static_assert(offsetof(MeanArgs, x) == 0, "MeanArgs.x");
+static_assert(offsetof(MeanArgs, axis_mask) == 24, "MeanArgs.axis_mask");
+
+struct SoftmaxArgs {
+  int32_t x[6];
+  int32_t y[6];
+  int32_t axis;
+};
+static_assert(sizeof(SoftmaxArgs) == 52 && alignof(SoftmaxArgs) == 4, "SoftmaxArgs: flatbuffers layout");
+static_assert(offsetof(SoftmaxArgs, x) == 0, "SoftmaxArgs.x");
+static_assert(offsetof(SoftmaxArgs, y) == 24, "SoftmaxArgs.y");
+static_assert(offsetof(SoftmaxArgs, axis) == 48, "SoftmaxArgs.axis");
+
+struct QuantSoftmaxArgs {
+  int32_t x[6];
+  int32_t y[6];
+  int32_t input_multiplier;
+  int32_t input_left_shift;
+  int32_t diff_min;
+};
+static_assert(sizeof(QuantSoftmaxArgs) == 60 && alignof(QuantSoftmaxArgs) == 4, "QuantSoftmaxArgs: flatbuffers layout");
+static_assert(offsetof(QuantSoftmaxArgs, x) == 0, "QuantSoftmaxArgs.x");
+static_assert(offsetof(QuantSoftmaxArgs, y) == 24, "QuantSoftmaxArgs.y");
+static_assert(offsetof(QuantSoftmaxArgs, input_multiplier) == 48, "QuantSoftmaxArgs.input_multiplier");
+static_assert(offsetof(QuantSoftmaxArgs, input_left_shift) == 52, "QuantSoftmaxArgs.input_left_shift");
+static_assert(offsetof(QuantSoftmaxArgs, diff_min) == 56, "QuantSoftmaxArgs.diff_min");
+
+struct PermuteArgs {
+  int32_t x[6];
+  int32_t y[6];
+  int32_t perm[6];
+  int32_t perm_size;
+};
+static_assert(sizeof(PermuteArgs) == 76 && alignof(PermuteArgs) == 4, "PermuteArgs: flatbuffers layout");
+static_assert(offsetof(PermuteArgs, x) == 0, "PermuteArgs.x");
+static_assert(offsetof(PermuteArgs, y) == 24, "PermuteArgs.y");
+static_assert(offsetof(PermuteArgs, perm) == 48, "PermuteArgs.perm");
+static_assert(offsetof(PermuteArgs, perm_size) == 72, "PermuteArgs.perm_size");
+
+struct ConcatArgs {
+  int32_t y[6];
+  int32_t axis;
+};
+static_assert(sizeof(ConcatArgs) == 28 && alignof(ConcatArgs) == 4, "ConcatArgs: flatbuffers layout");
+static_assert(offsetof(ConcatArgs, y) == 0, "ConcatArgs.y");
+static_assert(offsetof(ConcatArgs, axis) == 24, "ConcatArgs.axis");
+
+struct PadArgs {
+  int32_t x[6];
+  int32_t y[6];
+  int32_t before[6];
+  int32_t after[6];
+  int32_t before_size;
+  int32_t after_size;
+  float value;
+  int32_t qvalue;
+  float x_scale;
+  int32_t x_zero_point;
+  float y_scale;
+  int32_t y_zero_point;
+};
+static_assert(sizeof(PadArgs) == 128 && alignof(PadArgs) == 4, "PadArgs: flatbuffers layout");
+static_assert(offsetof(PadArgs, x) == 0, "PadArgs.x");
+static_assert(offsetof(PadArgs, y) == 24, "PadArgs.y");
+static_assert(offsetof(PadArgs, before) == 48, "PadArgs.before");
+static_assert(offsetof(PadArgs, after) == 72, "PadArgs.after");
+static_assert(offsetof(PadArgs, before_size) == 96, "PadArgs.before_size");
+static_assert(offsetof(PadArgs, after_size) == 100, "PadArgs.after_size");
+static_assert(offsetof(PadArgs, value) == 104, "PadArgs.value");
+static_assert(offsetof(PadArgs, qvalue) == 108, "PadArgs.qvalue");
+static_assert(offsetof(PadArgs, x_scale) == 112, "PadArgs.x_scale");
+static_assert(offsetof(PadArgs, x_zero_point) == 116, "PadArgs.x_zero_point");
+static_assert(offsetof(PadArgs, y_scale) == 120, "PadArgs.y_scale");
+static_assert(offsetof(PadArgs, y_zero_point) == 124, "PadArgs.y_zero_point");
+
+struct BatchMatmulArgs {
+  int32_t a[6];
+  int32_t b[6];
+  int32_t y[6];
+};
+static_assert(sizeof(BatchMatmulArgs) == 72 && alignof(BatchMatmulArgs) == 4, "BatchMatmulArgs: flatbuffers layout");
+static_assert(offsetof(BatchMatmulArgs, a) == 0, "BatchMatmulArgs.a");
+static_assert(offsetof(BatchMatmulArgs, b) == 24, "BatchMatmulArgs.b");
+static_assert(offsetof(BatchMatmulArgs, y) == 48, "BatchMatmulArgs.y");
+
+struct QuantBatchMatmulArgs {
+  int32_t a[6];
+  int32_t b[6];
+  int32_t y[6];
+  int32_t lhs_offset;
+  int32_t rhs_offset;
+  int32_t output_multiplier;
+  int32_t output_shift;
+  int32_t output_offset;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantBatchMatmulArgs) == 100 && alignof(QuantBatchMatmulArgs) == 4, "QuantBatchMatmulArgs: flatbuffers layout");
+static_assert(offsetof(QuantBatchMatmulArgs, a) == 0, "QuantBatchMatmulArgs.a");
+static_assert(offsetof(QuantBatchMatmulArgs, b) == 24, "QuantBatchMatmulArgs.b");
+static_assert(offsetof(QuantBatchMatmulArgs, y) == 48, "QuantBatchMatmulArgs.y");
+static_assert(offsetof(QuantBatchMatmulArgs, lhs_offset) == 72, "QuantBatchMatmulArgs.lhs_offset");
+static_assert(offsetof(QuantBatchMatmulArgs, rhs_offset) == 76, "QuantBatchMatmulArgs.rhs_offset");
+static_assert(offsetof(QuantBatchMatmulArgs, output_multiplier) == 80, "QuantBatchMatmulArgs.output_multiplier");
+static_assert(offsetof(QuantBatchMatmulArgs, output_shift) == 84, "QuantBatchMatmulArgs.output_shift");
+static_assert(offsetof(QuantBatchMatmulArgs, output_offset) == 88, "QuantBatchMatmulArgs.output_offset");
+static_assert(offsetof(QuantBatchMatmulArgs, act_min) == 92, "QuantBatchMatmulArgs.act_min");
+static_assert(offsetof(QuantBatchMatmulArgs, act_max) == 96, "QuantBatchMatmulArgs.act_max");
+
+class Arena;
+class Exec;
+class Program;
 
 class Arena : public fb::Table {
  public:
   using fb::Table::Table;
-  fb::String name() const { return string(4); }
   uint32_t size() const { return scalar<uint32_t>(6, 0); }
   bool verify(fb::Verifier& v) const {
-    if (!v.string_field(*this, 4)) return false;
-    if (!v.scalar_field<uint32_t>(*this, 6)) return false;
+    const fb::Verifier::Fields f_(v, *this);
+    if (!f_.scalar<uint32_t>(6)) return false;
     return true;
   }
 };
 
-class Conv2dParams : public fb::Table {
+class Exec : public fb::Table {
  public:
   using fb::Table::Table;
-  int32_t stride_h() const { return scalar<int32_t>(4, 1); }
-  int32_t stride_w() const { return scalar<int32_t>(6, 1); }
-  int32_t pad_top() const { return scalar<int32_t>(8, 0); }
-  int32_t pad_left() const { return scalar<int32_t>(10, 0); }
-  int32_t dilation_h() const { return scalar<int32_t>(12, 1); }
-  int32_t dilation_w() const { return scalar<int32_t>(14, 1); }
-  int32_t groups() const { return scalar<int32_t>(16, 1); }
-  int32_t multiplier() const { return scalar<int32_t>(18, 1); }
-  float act_min() const { return scalar<float>(20, -std::numeric_limits<float>::infinity()); }
-  float act_max() const { return scalar<float>(22, std::numeric_limits<float>::infinity()); }
+  fb::StructVector<ExecOp> ops() const { return fb::StructVector<ExecOp>(deref(4)); }
+  fb::StructVector<Operand> operands() const { return fb::StructVector<Operand>(deref(6)); }
+  fb::Vector<uint32_t> args() const { return vector<uint32_t>(8); }
+  fb::StructVector<IoTensor> inputs() const { return fb::StructVector<IoTensor>(deref(10)); }
+  fb::StructVector<IoTensor> outputs() const { return fb::StructVector<IoTensor>(deref(12)); }
   bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    if (!v.scalar_field<int32_t>(*this, 6)) return false;
-    if (!v.scalar_field<int32_t>(*this, 8)) return false;
-    if (!v.scalar_field<int32_t>(*this, 10)) return false;
-    if (!v.scalar_field<int32_t>(*this, 12)) return false;
-    if (!v.scalar_field<int32_t>(*this, 14)) return false;
-    if (!v.scalar_field<int32_t>(*this, 16)) return false;
-    if (!v.scalar_field<int32_t>(*this, 18)) return false;
-    if (!v.scalar_field<float>(*this, 20)) return false;
-    if (!v.scalar_field<float>(*this, 22)) return false;
-    return true;
-  }
-};
-
-class LinearParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  float act_min() const { return scalar<float>(4, -std::numeric_limits<float>::infinity()); }
-  float act_max() const { return scalar<float>(6, std::numeric_limits<float>::infinity()); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<float>(*this, 4)) return false;
-    if (!v.scalar_field<float>(*this, 6)) return false;
-    return true;
-  }
-};
-
-class ClampParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  float min() const { return scalar<float>(4, -std::numeric_limits<float>::infinity()); }
-  float max() const { return scalar<float>(6, std::numeric_limits<float>::infinity()); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<float>(*this, 4)) return false;
-    if (!v.scalar_field<float>(*this, 6)) return false;
-    return true;
-  }
-};
-
-class BinaryParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  float act_min() const { return scalar<float>(4, -std::numeric_limits<float>::infinity()); }
-  float act_max() const { return scalar<float>(6, std::numeric_limits<float>::infinity()); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<float>(*this, 4)) return false;
-    if (!v.scalar_field<float>(*this, 6)) return false;
-    return true;
-  }
-};
-
-class Pool2dParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t kernel_h() const { return scalar<int32_t>(4, 0); }
-  int32_t kernel_w() const { return scalar<int32_t>(6, 0); }
-  int32_t stride_h() const { return scalar<int32_t>(8, 1); }
-  int32_t stride_w() const { return scalar<int32_t>(10, 1); }
-  int32_t pad_top() const { return scalar<int32_t>(12, 0); }
-  int32_t pad_left() const { return scalar<int32_t>(14, 0); }
-  int32_t dilation_h() const { return scalar<int32_t>(16, 1); }
-  int32_t dilation_w() const { return scalar<int32_t>(18, 1); }
-  bool count_include_pad() const { return scalar<uint8_t>(20, 1) != 0; }
-  int32_t divisor_override() const { return scalar<int32_t>(22, 0); }
-  float act_min() const { return scalar<float>(24, -std::numeric_limits<float>::infinity()); }
-  float act_max() const { return scalar<float>(26, std::numeric_limits<float>::infinity()); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    if (!v.scalar_field<int32_t>(*this, 6)) return false;
-    if (!v.scalar_field<int32_t>(*this, 8)) return false;
-    if (!v.scalar_field<int32_t>(*this, 10)) return false;
-    if (!v.scalar_field<int32_t>(*this, 12)) return false;
-    if (!v.scalar_field<int32_t>(*this, 14)) return false;
-    if (!v.scalar_field<int32_t>(*this, 16)) return false;
-    if (!v.scalar_field<int32_t>(*this, 18)) return false;
-    if (!v.scalar_field<bool>(*this, 20)) return false;
-    if (!v.scalar_field<int32_t>(*this, 22)) return false;
-    if (!v.scalar_field<float>(*this, 24)) return false;
-    if (!v.scalar_field<float>(*this, 26)) return false;
-    return true;
-  }
-};
-
-class ReduceParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  uint32_t axis_mask() const { return scalar<uint32_t>(4, 0); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<uint32_t>(*this, 4)) return false;
-    return true;
-  }
-};
-
-class SoftmaxParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t axis() const { return scalar<int32_t>(4, 0); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    return true;
-  }
-};
-
-class PermuteParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  fb::Vector<int32_t> perm() const { return vector<int32_t>(4); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.vector_field<int32_t>(*this, 4)) return false;
-    return true;
-  }
-};
-
-class ConcatParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t axis() const { return scalar<int32_t>(4, 0); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    return true;
-  }
-};
-
-class QuantConv2dParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t stride_h() const { return scalar<int32_t>(4, 1); }
-  int32_t stride_w() const { return scalar<int32_t>(6, 1); }
-  int32_t pad_top() const { return scalar<int32_t>(8, 0); }
-  int32_t pad_left() const { return scalar<int32_t>(10, 0); }
-  int32_t dilation_h() const { return scalar<int32_t>(12, 1); }
-  int32_t dilation_w() const { return scalar<int32_t>(14, 1); }
-  int32_t multiplier() const { return scalar<int32_t>(16, 1); }
-  int32_t input_offset() const { return scalar<int32_t>(18, 0); }
-  int32_t output_offset() const { return scalar<int32_t>(20, 0); }
-  int32_t act_min() const { return scalar<int32_t>(22, -128); }
-  int32_t act_max() const { return scalar<int32_t>(24, 127); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    if (!v.scalar_field<int32_t>(*this, 6)) return false;
-    if (!v.scalar_field<int32_t>(*this, 8)) return false;
-    if (!v.scalar_field<int32_t>(*this, 10)) return false;
-    if (!v.scalar_field<int32_t>(*this, 12)) return false;
-    if (!v.scalar_field<int32_t>(*this, 14)) return false;
-    if (!v.scalar_field<int32_t>(*this, 16)) return false;
-    if (!v.scalar_field<int32_t>(*this, 18)) return false;
-    if (!v.scalar_field<int32_t>(*this, 20)) return false;
-    if (!v.scalar_field<int32_t>(*this, 22)) return false;
-    if (!v.scalar_field<int32_t>(*this, 24)) return false;
-    return true;
-  }
-};
-
-class QuantLinearParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t input_offset() const { return scalar<int32_t>(4, 0); }
-  int32_t output_offset() const { return scalar<int32_t>(6, 0); }
-  int32_t act_min() const { return scalar<int32_t>(8, -128); }
-  int32_t act_max() const { return scalar<int32_t>(10, 127); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    if (!v.scalar_field<int32_t>(*this, 6)) return false;
-    if (!v.scalar_field<int32_t>(*this, 8)) return false;
-    if (!v.scalar_field<int32_t>(*this, 10)) return false;
-    return true;
-  }
-};
-
-class QuantAddParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t input1_offset() const { return scalar<int32_t>(4, 0); }
-  int32_t input1_multiplier() const { return scalar<int32_t>(6, 0); }
-  int32_t input1_shift() const { return scalar<int32_t>(8, 0); }
-  int32_t input2_offset() const { return scalar<int32_t>(10, 0); }
-  int32_t input2_multiplier() const { return scalar<int32_t>(12, 0); }
-  int32_t input2_shift() const { return scalar<int32_t>(14, 0); }
-  int32_t left_shift() const { return scalar<int32_t>(16, 20); }
-  int32_t output_multiplier() const { return scalar<int32_t>(18, 0); }
-  int32_t output_shift() const { return scalar<int32_t>(20, 0); }
-  int32_t output_offset() const { return scalar<int32_t>(22, 0); }
-  int32_t act_min() const { return scalar<int32_t>(24, -128); }
-  int32_t act_max() const { return scalar<int32_t>(26, 127); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    if (!v.scalar_field<int32_t>(*this, 6)) return false;
-    if (!v.scalar_field<int32_t>(*this, 8)) return false;
-    if (!v.scalar_field<int32_t>(*this, 10)) return false;
-    if (!v.scalar_field<int32_t>(*this, 12)) return false;
-    if (!v.scalar_field<int32_t>(*this, 14)) return false;
-    if (!v.scalar_field<int32_t>(*this, 16)) return false;
-    if (!v.scalar_field<int32_t>(*this, 18)) return false;
-    if (!v.scalar_field<int32_t>(*this, 20)) return false;
-    if (!v.scalar_field<int32_t>(*this, 22)) return false;
-    if (!v.scalar_field<int32_t>(*this, 24)) return false;
-    if (!v.scalar_field<int32_t>(*this, 26)) return false;
-    return true;
-  }
-};
-
-class QuantMulParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t input1_offset() const { return scalar<int32_t>(4, 0); }
-  int32_t input2_offset() const { return scalar<int32_t>(6, 0); }
-  int32_t output_multiplier() const { return scalar<int32_t>(8, 0); }
-  int32_t output_shift() const { return scalar<int32_t>(10, 0); }
-  int32_t output_offset() const { return scalar<int32_t>(12, 0); }
-  int32_t act_min() const { return scalar<int32_t>(14, -128); }
-  int32_t act_max() const { return scalar<int32_t>(16, 127); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    if (!v.scalar_field<int32_t>(*this, 6)) return false;
-    if (!v.scalar_field<int32_t>(*this, 8)) return false;
-    if (!v.scalar_field<int32_t>(*this, 10)) return false;
-    if (!v.scalar_field<int32_t>(*this, 12)) return false;
-    if (!v.scalar_field<int32_t>(*this, 14)) return false;
-    if (!v.scalar_field<int32_t>(*this, 16)) return false;
-    return true;
-  }
-};
-
-class QuantPool2dParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t kernel_h() const { return scalar<int32_t>(4, 0); }
-  int32_t kernel_w() const { return scalar<int32_t>(6, 0); }
-  int32_t stride_h() const { return scalar<int32_t>(8, 1); }
-  int32_t stride_w() const { return scalar<int32_t>(10, 1); }
-  int32_t pad_top() const { return scalar<int32_t>(12, 0); }
-  int32_t pad_left() const { return scalar<int32_t>(14, 0); }
-  int32_t act_min() const { return scalar<int32_t>(16, -128); }
-  int32_t act_max() const { return scalar<int32_t>(18, 127); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    if (!v.scalar_field<int32_t>(*this, 6)) return false;
-    if (!v.scalar_field<int32_t>(*this, 8)) return false;
-    if (!v.scalar_field<int32_t>(*this, 10)) return false;
-    if (!v.scalar_field<int32_t>(*this, 12)) return false;
-    if (!v.scalar_field<int32_t>(*this, 14)) return false;
-    if (!v.scalar_field<int32_t>(*this, 16)) return false;
-    if (!v.scalar_field<int32_t>(*this, 18)) return false;
-    return true;
-  }
-};
-
-class QuantSoftmaxParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t input_multiplier() const { return scalar<int32_t>(4, 0); }
-  int32_t input_left_shift() const { return scalar<int32_t>(6, 0); }
-  int32_t diff_min() const { return scalar<int32_t>(8, 0); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    if (!v.scalar_field<int32_t>(*this, 6)) return false;
-    if (!v.scalar_field<int32_t>(*this, 8)) return false;
-    return true;
-  }
-};
-
-class QuantClampParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t min() const { return scalar<int32_t>(4, -128); }
-  int32_t max() const { return scalar<int32_t>(6, 127); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    if (!v.scalar_field<int32_t>(*this, 6)) return false;
-    return true;
-  }
-};
-
-class PadParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  fb::Vector<int32_t> before() const { return vector<int32_t>(4); }
-  fb::Vector<int32_t> after() const { return vector<int32_t>(6); }
-  float value() const { return scalar<float>(8, 0.0f); }
-  int32_t qvalue() const { return scalar<int32_t>(10, 0); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.vector_field<int32_t>(*this, 4)) return false;
-    if (!v.vector_field<int32_t>(*this, 6)) return false;
-    if (!v.scalar_field<float>(*this, 8)) return false;
-    if (!v.scalar_field<int32_t>(*this, 10)) return false;
-    return true;
-  }
-};
-
-class QuantBatchMatmulParams : public fb::Table {
- public:
-  using fb::Table::Table;
-  int32_t lhs_offset() const { return scalar<int32_t>(4, 0); }
-  int32_t rhs_offset() const { return scalar<int32_t>(6, 0); }
-  int32_t output_multiplier() const { return scalar<int32_t>(8, 0); }
-  int32_t output_shift() const { return scalar<int32_t>(10, 0); }
-  int32_t output_offset() const { return scalar<int32_t>(12, 0); }
-  int32_t act_min() const { return scalar<int32_t>(14, -128); }
-  int32_t act_max() const { return scalar<int32_t>(16, 127); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<int32_t>(*this, 4)) return false;
-    if (!v.scalar_field<int32_t>(*this, 6)) return false;
-    if (!v.scalar_field<int32_t>(*this, 8)) return false;
-    if (!v.scalar_field<int32_t>(*this, 10)) return false;
-    if (!v.scalar_field<int32_t>(*this, 12)) return false;
-    if (!v.scalar_field<int32_t>(*this, 14)) return false;
-    if (!v.scalar_field<int32_t>(*this, 16)) return false;
-    return true;
-  }
-};
-
-class Op : public fb::Table {
- public:
-  using fb::Table::Table;
-  OpCode code() const { return static_cast<OpCode>(scalar<uint16_t>(4, 0)); }
-  fb::Vector<int32_t> inputs() const { return vector<int32_t>(6); }
-  fb::Vector<int32_t> outputs() const { return vector<int32_t>(8); }
-  OpParams params_type() const { return static_cast<OpParams>(scalar<uint8_t>(10, 0)); }
-  Conv2dParams params_as_Conv2dParams() const { return params_type() == OpParams::Conv2dParams ? table<Conv2dParams>(12) : Conv2dParams(); }
-  LinearParams params_as_LinearParams() const { return params_type() == OpParams::LinearParams ? table<LinearParams>(12) : LinearParams(); }
-  ClampParams params_as_ClampParams() const { return params_type() == OpParams::ClampParams ? table<ClampParams>(12) : ClampParams(); }
-  BinaryParams params_as_BinaryParams() const { return params_type() == OpParams::BinaryParams ? table<BinaryParams>(12) : BinaryParams(); }
-  Pool2dParams params_as_Pool2dParams() const { return params_type() == OpParams::Pool2dParams ? table<Pool2dParams>(12) : Pool2dParams(); }
-  ReduceParams params_as_ReduceParams() const { return params_type() == OpParams::ReduceParams ? table<ReduceParams>(12) : ReduceParams(); }
-  SoftmaxParams params_as_SoftmaxParams() const { return params_type() == OpParams::SoftmaxParams ? table<SoftmaxParams>(12) : SoftmaxParams(); }
-  PermuteParams params_as_PermuteParams() const { return params_type() == OpParams::PermuteParams ? table<PermuteParams>(12) : PermuteParams(); }
-  ConcatParams params_as_ConcatParams() const { return params_type() == OpParams::ConcatParams ? table<ConcatParams>(12) : ConcatParams(); }
-  QuantConv2dParams params_as_QuantConv2dParams() const { return params_type() == OpParams::QuantConv2dParams ? table<QuantConv2dParams>(12) : QuantConv2dParams(); }
-  QuantLinearParams params_as_QuantLinearParams() const { return params_type() == OpParams::QuantLinearParams ? table<QuantLinearParams>(12) : QuantLinearParams(); }
-  QuantAddParams params_as_QuantAddParams() const { return params_type() == OpParams::QuantAddParams ? table<QuantAddParams>(12) : QuantAddParams(); }
-  QuantMulParams params_as_QuantMulParams() const { return params_type() == OpParams::QuantMulParams ? table<QuantMulParams>(12) : QuantMulParams(); }
-  QuantPool2dParams params_as_QuantPool2dParams() const { return params_type() == OpParams::QuantPool2dParams ? table<QuantPool2dParams>(12) : QuantPool2dParams(); }
-  QuantSoftmaxParams params_as_QuantSoftmaxParams() const { return params_type() == OpParams::QuantSoftmaxParams ? table<QuantSoftmaxParams>(12) : QuantSoftmaxParams(); }
-  QuantClampParams params_as_QuantClampParams() const { return params_type() == OpParams::QuantClampParams ? table<QuantClampParams>(12) : QuantClampParams(); }
-  PadParams params_as_PadParams() const { return params_type() == OpParams::PadParams ? table<PadParams>(12) : PadParams(); }
-  QuantBatchMatmulParams params_as_QuantBatchMatmulParams() const { return params_type() == OpParams::QuantBatchMatmulParams ? table<QuantBatchMatmulParams>(12) : QuantBatchMatmulParams(); }
-  fb::String name() const { return string(14); }
-  bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<uint16_t>(*this, 4)) return false;
-    if (!v.vector_field<int32_t>(*this, 6)) return false;
-    if (!v.vector_field<int32_t>(*this, 8)) return false;
-    if (!v.scalar_field<uint8_t>(*this, 10)) return false;
-    switch (params_type()) {
-      case OpParams::NONE: break;
-      case OpParams::Conv2dParams: if (!v.table_field<Conv2dParams>(*this, 12)) return false; break;
-      case OpParams::LinearParams: if (!v.table_field<LinearParams>(*this, 12)) return false; break;
-      case OpParams::ClampParams: if (!v.table_field<ClampParams>(*this, 12)) return false; break;
-      case OpParams::BinaryParams: if (!v.table_field<BinaryParams>(*this, 12)) return false; break;
-      case OpParams::Pool2dParams: if (!v.table_field<Pool2dParams>(*this, 12)) return false; break;
-      case OpParams::ReduceParams: if (!v.table_field<ReduceParams>(*this, 12)) return false; break;
-      case OpParams::SoftmaxParams: if (!v.table_field<SoftmaxParams>(*this, 12)) return false; break;
-      case OpParams::PermuteParams: if (!v.table_field<PermuteParams>(*this, 12)) return false; break;
-      case OpParams::ConcatParams: if (!v.table_field<ConcatParams>(*this, 12)) return false; break;
-      case OpParams::QuantConv2dParams: if (!v.table_field<QuantConv2dParams>(*this, 12)) return false; break;
-      case OpParams::QuantLinearParams: if (!v.table_field<QuantLinearParams>(*this, 12)) return false; break;
-      case OpParams::QuantAddParams: if (!v.table_field<QuantAddParams>(*this, 12)) return false; break;
-      case OpParams::QuantMulParams: if (!v.table_field<QuantMulParams>(*this, 12)) return false; break;
-      case OpParams::QuantPool2dParams: if (!v.table_field<QuantPool2dParams>(*this, 12)) return false; break;
-      case OpParams::QuantSoftmaxParams: if (!v.table_field<QuantSoftmaxParams>(*this, 12)) return false; break;
-      case OpParams::QuantClampParams: if (!v.table_field<QuantClampParams>(*this, 12)) return false; break;
-      case OpParams::PadParams: if (!v.table_field<PadParams>(*this, 12)) return false; break;
-      case OpParams::QuantBatchMatmulParams: if (!v.table_field<QuantBatchMatmulParams>(*this, 12)) return false; break;
-      default: return false;
-    }
-    if (!v.string_field(*this, 14)) return false;
+    const fb::Verifier::Fields f_(v, *this);
+    if (!f_.struct_vector<ExecOp>(4)) return false;
+    if (!f_.struct_vector<Operand>(6)) return false;
+    if (!f_.vector<uint32_t>(8)) return false;
+    if (!f_.struct_vector<IoTensor>(10)) return false;
+    if (!f_.struct_vector<IoTensor>(12)) return false;
     return true;
   }
 };
@@ -540,22 +582,19 @@ class Program : public fb::Table {
  public:
   using fb::Table::Table;
   uint32_t version() const { return scalar<uint32_t>(4, 0); }
-  fb::TableVector<Tensor> tensors() const { return fb::TableVector<Tensor>(deref(6)); }
-  fb::TableVector<Op> ops() const { return fb::TableVector<Op>(deref(8)); }
-  fb::Vector<int32_t> inputs() const { return vector<int32_t>(10); }
-  fb::Vector<int32_t> outputs() const { return vector<int32_t>(12); }
   fb::TableVector<Arena> arenas() const { return fb::TableVector<Arena>(deref(14)); }
   uint32_t constant_offset() const { return scalar<uint32_t>(16, 0); }
   uint32_t constant_size() const { return scalar<uint32_t>(18, 0); }
+  fb::StructVector<InitCopy> init_copies() const { return fb::StructVector<InitCopy>(deref(20)); }
+  Exec exec() const { return table<Exec>(22); }
   bool verify(fb::Verifier& v) const {
-    if (!v.scalar_field<uint32_t>(*this, 4)) return false;
-    if (!v.table_vector_field<Tensor>(*this, 6)) return false;
-    if (!v.table_vector_field<Op>(*this, 8)) return false;
-    if (!v.vector_field<int32_t>(*this, 10)) return false;
-    if (!v.vector_field<int32_t>(*this, 12)) return false;
-    if (!v.table_vector_field<Arena>(*this, 14)) return false;
-    if (!v.scalar_field<uint32_t>(*this, 16)) return false;
-    if (!v.scalar_field<uint32_t>(*this, 18)) return false;
+    const fb::Verifier::Fields f_(v, *this);
+    if (!f_.scalar<uint32_t>(4)) return false;
+    if (!f_.table_vector<Arena>(14)) return false;
+    if (!f_.scalar<uint32_t>(16)) return false;
+    if (!f_.scalar<uint32_t>(18)) return false;
+    if (!f_.struct_vector<InitCopy>(20)) return false;
+    if (!f_.table<Exec>(22)) return false;
     return true;
   }
 };

@@ -1,5 +1,5 @@
-// TensorView: what a kernel sees of one operand. Built by the executor from
-// the program for each op; borrowed, never owning.
+// TensorView: a model input or output as the application sees it
+// (Method::input, Method::output). Borrowed, never owning.
 #ifndef TORCHMCU_CORE_TENSOR_H_
 #define TORCHMCU_CORE_TENSOR_H_
 
@@ -12,31 +12,28 @@ namespace torchmcu {
 
 constexpr int32_t kMaxRank = 6;
 
+/// Bytes per element of each dtype, by schema::DType value.
+constexpr uint8_t kDTypeBytes[schema::kNumDType] = {4, 1, 2, 4, 1};
+static_assert(uint32_t(schema::DType::F32) == 0 && uint32_t(schema::DType::U8) == 4, "kDTypeBytes order");
+
 /// Bytes per element of a dtype; 0 for an unknown value.
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
 constexpr uint32_t dtype_size(schema::DType t) {
-  switch (t) {
-    case schema::DType::F32: return 4;
-    case schema::DType::I8: return 1;
-    case schema::DType::I16: return 2;
-    case schema::DType::I32: return 4;
-    case schema::DType::U8: return 1;
-  }
-  return 0;
+  return uint32_t(t) < schema::kNumDType ? kDTypeBytes[uint32_t(t)] : 0;
 }
 
 struct TensorView {
-  /// Null for an absent optional operand (e.g. a conv without bias).
+  /// Null for no tensor (an index out of range).
   void* data = nullptr;
   schema::DType dtype = schema::DType::F32;
   int32_t rank = 0;
   int32_t dims[kMaxRank] = {};
   uint32_t nbytes = 0;
+  /// Affine quantization of int8 tensors: real = scale * (q - zero_point).
   float scale = 0.0f;
   int32_t zero_point = 0;
-  /// In the constant segment: read-only, and the same at run time as when
-  /// load() checked its values (kernels that validate values, such as
-  /// requantization shifts, require their operand to be constant).
-  bool constant = false;
 
   bool present() const { return data != nullptr; }
   uint32_t numel() const { return nbytes / dtype_size(dtype); }

@@ -38,7 +38,6 @@ using torchmcu::Method;
 using torchmcu::Program;
 using torchmcu::TensorView;
 namespace schema = torchmcu::schema;
-using fb_tensors = torchmcu::fb::TableVector<schema::Tensor>;
 
 constexpr uint64_t kMaxArenaBytes = uint64_t(1) << 20;  // all arenas together
 constexpr uint64_t kMaxWork = uint64_t(1) << 21;         // ~multiply-accumulates
@@ -53,76 +52,73 @@ AlignedBuffer aligned_alloc16(size_t n) {
   return AlignedBuffer(static_cast<uint8_t*>(operator new[](n ? n : 1, std::align_val_t(16))));
 }
 
-// The element count and innermost dim of tensor `index` (0 and 1 when absent).
-struct Extent {
-  uint64_t numel = 0;
-  uint64_t last = 1;
-};
-
-// Only called on a loaded Method: the program is verified and every tensor's
-// dims agree with its nbytes.
-Extent extent(const fb_tensors& tensors, int32_t index) {
-  Extent e;
-  if (index < 0 || uint32_t(index) >= tensors.size()) return e;
-  const auto dims = tensors[uint32_t(index)].dims();
-  e.numel = 1;
-  for (uint32_t d = 0; d < dims.size(); ++d) e.numel *= uint64_t(dims[d] > 0 ? dims[d] : 0);
-  if (dims.size() > 0 && dims[dims.size() - 1] > 0) e.last = uint64_t(dims[dims.size() - 1]);
-  return e;
-}
-
-// An upper estimate of the work of one execute(): every operand element
-// touched once, plus the multiply-accumulates of the ops whose work grows
-// faster than their operands (convolutions, linear layers, pooling windows).
+// An upper estimate of the work of one execute(): every operand byte touched
+// once, plus the multiply-accumulates of the ops whose work grows faster than
+// their operands (convolutions, linear layers, pooling windows, matmuls).
+// Only called on a loaded Method: every record and argument is checked.
 uint64_t estimated_work(const Program& program) {
-  const schema::Program root = program.root();
-  const auto tensors = root.tensors();
+  const schema::Exec exec = program.root().exec();
+  const auto ops = exec.ops();
+  const schema::Operand* operands = exec.operands().data();
+  const auto* args = reinterpret_cast<const uint32_t*>(exec.args().data());
   uint64_t work = 0;
-  const auto ops = root.ops();
   for (uint32_t i = 0; i < ops.size(); ++i) {
-    const schema::Op op = ops[i];
-    const auto ins = op.inputs();
-    const auto outs = op.outputs();
-    uint64_t out_elems = 0;
-    for (uint32_t k = 0; k < outs.size(); ++k) out_elems += extent(tensors, outs[k]).numel;
-    work += out_elems;
-    for (uint32_t k = 0; k < ins.size(); ++k) work += extent(tensors, ins[k]).numel;
-    uint64_t per_output = 0;
-    switch (op.code()) {
-      case schema::OpCode::LINEAR_F32:
-      case schema::OpCode::LINEAR_S8:
+    const schema::ExecOp& op = ops[i];
+    for (uint32_t k = 0; k < uint32_t(op.num_inputs) + op.num_outputs; ++k) {
+      work += operands[op.operands + k].nbytes;
+    }
+    const uint32_t* a = args + op.args;
+    uint64_t macs = 0;
+    switch (op.code) {
       case schema::OpCode::CONV2D_F32:
-      case schema::OpCode::CONV2D_S8:
-      case schema::OpCode::DEPTHWISE_CONV2D_F32:
-      case schema::OpCode::DEPTHWISE_CONV2D_S8:
-        // weights / output channels: the taps of one output element.
-        if (ins.size() >= 2 && outs.size() >= 1) {
-          per_output = extent(tensors, ins[1]).numel / extent(tensors, outs[0]).last;
-        }
+      case schema::OpCode::DEPTHWISE_CONV2D_F32: {
+        const auto& c = *reinterpret_cast<const schema::Conv2dArgs*>(a);
+        macs = uint64_t(c.y[0]) * c.y[1] * c.y[2] * (uint64_t(c.w[0]) * c.w[1] * c.w[2] * c.w[3]);
         break;
+      }
+      case schema::OpCode::CONV2D_S8:
+      case schema::OpCode::DEPTHWISE_CONV2D_S8: {
+        const auto& c = *reinterpret_cast<const schema::QuantConv2dArgs*>(a);
+        macs = uint64_t(c.y[0]) * c.y[1] * c.y[2] * (uint64_t(c.w[0]) * c.w[1] * c.w[2] * c.w[3]);
+        break;
+      }
+      case schema::OpCode::LINEAR_F32: {
+        const auto& l = *reinterpret_cast<const schema::LinearArgs*>(a);
+        macs = uint64_t(l.x_rows) * l.w[0] * l.w[1];
+        break;
+      }
+      case schema::OpCode::LINEAR_S8: {
+        const auto& l = *reinterpret_cast<const schema::QuantLinearArgs*>(a);
+        macs = uint64_t(l.x_rows) * l.w[0] * l.w[1];
+        break;
+      }
       case schema::OpCode::MAX_POOL2D_F32:
       case schema::OpCode::AVG_POOL2D_F32: {
-        const auto p = op.params_as_Pool2dParams();
-        if (p.valid() && p.kernel_h() > 0 && p.kernel_w() > 0) {
-          per_output = uint64_t(p.kernel_h()) * uint64_t(p.kernel_w());
-        }
+        const auto& p = *reinterpret_cast<const schema::Pool2dArgs*>(a);
+        macs = uint64_t(operands[op.operands + 1].nbytes) / 4 * uint64_t(p.kernel_h) * uint64_t(p.kernel_w);
         break;
       }
       case schema::OpCode::MAX_POOL2D_S8:
       case schema::OpCode::AVG_POOL2D_S8: {
-        const auto p = op.params_as_QuantPool2dParams();
-        if (p.valid() && p.kernel_h() > 0 && p.kernel_w() > 0) {
-          per_output = uint64_t(p.kernel_h()) * uint64_t(p.kernel_w());
-        }
+        const auto& p = *reinterpret_cast<const schema::QuantPool2dArgs*>(a);
+        macs = uint64_t(operands[op.operands + 1].nbytes) * uint64_t(p.kernel_h) * uint64_t(p.kernel_w);
+        break;
+      }
+      case schema::OpCode::BATCH_MATMUL_F32:
+      case schema::OpCode::BATCH_MATMUL_S8: {
+        // y's elements times K (a's last dim).
+        const auto* dims = reinterpret_cast<const int32_t*>(a);
+        const schema::Operand& x = operands[op.operands];
+        macs = uint64_t(operands[op.operands + 2].nbytes) * uint64_t(dims[x.rank - 1]);
         break;
       }
       default:
         break;
     }
-    // Saturating: a hostile kernel size must not wrap the estimate around.
-    if (per_output != 0 && out_elems > kMaxWork / per_output) return kMaxWork + 1;
-    work += out_elems * per_output;
-    if (work > kMaxWork) return work;  // terms of one op are < 2^36: no overflow
+    // Each term is below 2^62 for checked shapes (operands under 2^31 bytes,
+    // windows under 2^17 a side); saturate the sum.
+    work += macs;
+    if (work > kMaxWork) return work;
   }
   return work;
 }

@@ -1,4 +1,7 @@
-// Shape and dtype checks shared by the kernels' load-time `check` functions.
+// Checks shared by the kernels' load-time `check` functions (see
+// core/kernel.h for what Method::load has checked before they run).
+// Error codes: InvalidTensor when an operand's bytes disagree with the dims
+// the arguments give it, InvalidOp for everything else an op gets wrong.
 #ifndef TORCHMCU_KERNELS_CHECK_H_
 #define TORCHMCU_KERNELS_CHECK_H_
 
@@ -7,68 +10,134 @@
 namespace torchmcu {
 namespace check {
 
-inline bool is(const TensorView& t, schema::DType dtype, int32_t rank) {
-  return t.present() && t.dtype == dtype && t.rank == rank;
+using schema::DType;
+using schema::Operand;
+
+/// The arguments are exactly struct A, and the op carries params table
+/// `params` (NONE: any, none needed).
+template <typename A>
+TMCU_INLINE bool args(const OpContext& ctx, schema::OpParams params) {
+  return ctx.num_args() * 4 == sizeof(A) &&
+         (params == schema::OpParams::NONE || ctx.params_type() == params);
 }
 
-inline bool same_dims(const TensorView& a, const TensorView& b) {
-  if (a.rank != b.rank) return false;
-  for (int32_t d = 0; d < a.rank; ++d) {
-    if (a.dims[d] != b.dims[d]) return false;
+/// Operand counts: inputs in [min_in, max_in], `outs` outputs.
+TMCU_INLINE bool counts(const OpContext& ctx, uint32_t min_in, uint32_t max_in, uint32_t outs) {
+  return ctx.num_inputs() >= min_in && ctx.num_inputs() <= max_in && ctx.num_outputs() == outs;
+}
+
+/// Present, of this dtype (and rank).
+TMCU_INLINE bool is(const Operand& o, DType dtype) {
+  return o.location != kLocAbsent && o.dtype == dtype;
+}
+/// (An absent operand has rank 0: a rank of 1 or more implies present.)
+TMCU_INLINE bool is(const Operand& o, DType dtype, uint32_t rank) {
+  return o.dtype == dtype && o.rank == rank && (rank != 0 || o.location != kLocAbsent);
+}
+
+/// Bytes of dims[0..n) elements of `elem` bytes when every dim is in
+/// [1, 2^31) and the total stays below 2^31; 0 otherwise.
+TMCU_INLINE uint32_t bytes(const int32_t* dims, uint32_t n, uint32_t elem) {
+  uint32_t total = elem;
+  for (uint32_t d = 0; d < n; ++d) {
+    const uint32_t v = uint32_t(dims[d]);
+    const uint64_t t = uint64_t(total) * v;  // both below 2^31: one 32x32 multiply
+    if (v - 1 >= 0x7fffffffu || t > 0x7fffffffu) return 0;
+    total = uint32_t(t);
+  }
+  return total;
+}
+
+/// The operand's bytes are exactly the elements of `dims` (its own rank of
+/// them): InvalidTensor if not.
+TMCU_INLINE Error holds(const Operand& o, const int32_t* dims) {
+  const uint32_t b = bytes(dims, o.rank, dtype_size(o.dtype));
+  return b != 0 && b == o.nbytes ? Error::Ok : Error::InvalidTensor;
+}
+
+/// The same for a matrix view: rows (all dims but the last) by cols.
+TMCU_INLINE Error holds(const Operand& o, int32_t rows, int32_t cols) {
+  const int32_t dims[2] = {rows, cols};
+  const uint32_t b = bytes(dims, 2, dtype_size(o.dtype));
+  return b != 0 && b == o.nbytes ? Error::Ok : Error::InvalidTensor;
+}
+
+/// A vector operand (rank 1) of n elements of `dtype`.
+TMCU_INLINE bool vector(const Operand& o, DType dtype, int32_t n) {
+  return is(o, dtype, 1) && n >= 1 && uint64_t(n) * dtype_size(dtype) == o.nbytes;
+}
+
+TMCU_INLINE bool same_dims(const int32_t* a, const int32_t* b, uint32_t rank) {
+  for (uint32_t d = 0; d < rank; ++d) {
+    if (a[d] != b[d]) return false;
   }
   return true;
 }
 
 /// Product of dims [from, to).
-inline int64_t extent(const TensorView& t, int32_t from, int32_t to) {
+TMCU_INLINE int64_t extent(const int32_t* dims, int32_t from, int32_t to) {
   int64_t n = 1;
-  for (int32_t d = from; d < to; ++d) n *= t.dims[d];
+  for (int32_t d = from; d < to; ++d) n *= dims[d];
   return n;
 }
 
-/// Operand counts: `min_in` required inputs, up to `max_in`, `outs` outputs,
-/// every present operand of `dtype`.
-inline bool operands(const OpContext& ctx, uint32_t min_in, uint32_t max_in,
-                     uint32_t outs, schema::DType dtype) {
-  if (ctx.num_inputs < min_in || ctx.num_inputs > max_in || ctx.num_outputs != outs) {
-    return false;
-  }
-  for (uint32_t i = 0; i < ctx.num_inputs; ++i) {
-    const TensorView& t = ctx.inputs[i];
-    if (i < min_in && !t.present()) return false;
-    if (t.present() && t.dtype != dtype) return false;
-  }
-  for (uint32_t i = 0; i < outs; ++i) {
-    if (ctx.outputs[i].dtype != dtype) return false;
-  }
-  return true;
-}
-
-/// Inputs 0 and 1 broadcast to output 0: all three at one rank, each input
-/// dim equal to the output's or 1 (the element-wise binary kernels' contract).
-inline bool broadcastable(const OpContext& ctx) {
-  const TensorView& a = ctx.inputs[0];
-  const TensorView& b = ctx.inputs[1];
-  const TensorView& y = ctx.outputs[0];
+/// a and b broadcast to y (the element-wise binary kernels' contract): all
+/// three at y's rank (>= 1), each input dim y's or 1.
+TMCU_INLINE bool broadcastable(const Operand& a, const int32_t* ad, const Operand& b, const int32_t* bd,
+                          const Operand& y, const int32_t* yd) {
   if (y.rank < 1 || a.rank != y.rank || b.rank != y.rank) return false;
-  for (int32_t d = 0; d < y.rank; ++d) {
-    if ((a.dims[d] != y.dims[d] && a.dims[d] != 1) || (b.dims[d] != y.dims[d] && b.dims[d] != 1)) {
-      return false;
-    }
+  for (uint32_t d = 0; d < y.rank; ++d) {
+    if ((ad[d] != yd[d] && ad[d] != 1) || (bd[d] != yd[d] && bd[d] != 1)) return false;
   }
   return true;
 }
 
-/// The two operands' bytes do not overlap (kernels that copy with memcpy, or
-/// read an input after writing part of the output, need this).
-inline bool disjoint(const TensorView& a, const TensorView& b) {
-  const auto* pa = static_cast<const uint8_t*>(a.data);
-  const auto* pb = static_cast<const uint8_t*>(b.data);
-  return pa + a.nbytes <= pb || pb + b.nbytes <= pa;
+/// The two operands are the same bytes (an op in place).
+TMCU_INLINE bool same_bytes(const OpContext& ctx, const Operand& a, const Operand& b) {
+  return ctx.data<uint8_t>(a) == ctx.data<uint8_t>(b) && a.nbytes == b.nbytes;
+}
+
+/// In place, an input must be read where it is written: not broadcast.
+TMCU_INLINE bool inplace_ok(const OpContext& ctx, const Operand& in, const int32_t* in_dims,
+                       const Operand& out, const int32_t* out_dims) {
+  return !same_bytes(ctx, in, out) || same_dims(in_dims, out_dims, out.rank);
 }
 
 /// Spatial parameters stay small, so index arithmetic cannot overflow int32.
-inline bool small(int32_t v, int32_t lo) { return v >= lo && v <= (1 << 16); }
+TMCU_INLINE bool small(int32_t v, int32_t lo) { return v >= lo && v <= (1 << 16); }
+
+/// PyTorch's output size of a window op with symmetric padding:
+/// out == floor(span / stride) + 1 where span = in + 2 pad - dilation (k - 1) - 1.
+/// With ceil_mode (float pools) one more window may start inside the input
+/// or its left padding. Multiplications only, in 64 bits: k comes from a
+/// weight's dims, which only their bytes bound.
+inline bool window(int32_t in, int32_t out, int32_t k, int32_t stride, int32_t pad,
+                   int32_t dilation, bool ceil_mode) {
+  const int64_t span = int64_t(in) + 2 * int64_t(pad) - int64_t(dilation) * (int64_t(k) - 1) - 1;
+  if (span < 0 || stride < 1 || out < 1) return false;
+  // out - 1 == floor(span / stride)  <=>  (out - 1) stride <= span < out stride
+  const int64_t start = (int64_t(out) - 1) * stride;  // where the last window starts
+  if (start <= span && span < start + stride) return true;
+  return ceil_mode && start - stride <= span && span < start && start < int64_t(in) + pad;
+}
+
+/// Output rows may also be a band of a taller tensor (aot/torchmcu/tiling.py):
+/// the padding below is then whatever the band needs (less than a window).
+inline bool rows(int32_t in, int32_t out, int32_t k, int32_t stride, int32_t pad,
+                 int32_t dilation, bool ceil_mode) {
+  if (window(in, out, k, stride, pad, dilation, ceil_mode)) return true;
+  const int64_t reach = int64_t(dilation) * (int64_t(k) - 1) + 1;
+  // The last window ends at or below the input's last row (no row unread,
+  // which kernels with fast paths for in == out rely on) and starts above it.
+  const int64_t end = (int64_t(out) - 1) * stride - pad + reach;
+  return in >= 1 && out >= 1 && pad < reach && end >= in && end - in < reach;
+}
+
+/// An NHWC operand (rank 4, checked) holds exactly dims' elements: the
+/// four-dim case of holds().
+TMCU_INLINE Error holds4(const Operand& o, const int32_t* dims) {
+  return bytes(dims, 4, dtype_size(o.dtype)) == o.nbytes ? Error::Ok : Error::InvalidTensor;
+}
 
 }  // namespace check
 }  // namespace torchmcu

@@ -5,7 +5,15 @@
 - `python -m torchmcu.schema` writes the C++ accessors the runtime uses.
 
 Only the subset of the flatbuffers language the schema uses is parsed:
-enums, tables of scalars/strings/vectors/tables/unions, and unions.
+enums, tables of scalars/strings/vectors/tables/unions/structs, unions,
+structs of scalars, enums and fixed-size arrays of them, and two field
+attributes of the project's own:
+
+- `tmcu_tool`: a field for tools only. The runtime neither reads nor
+  verifies it, so no C++ accessor is generated for it.
+- `tmcu_derived`: a field `serialize.to_pte` computes from the others.
+  `decode` leaves it out (pass `derived=True` to see it), so a decoded tree
+  edited and written again can never carry a stale copy.
 """
 
 from __future__ import annotations
@@ -32,10 +40,13 @@ SCALARS: dict[str, tuple[str, int]] = {
 @dataclass(frozen=True)
 class Field:
     name: str
-    type: str  # scalar, "string", enum/table/union name; vectors: element type
+    type: str  # scalar, "string", enum/table/union/struct name; vectors and arrays: element type
     is_vector: bool
     default: Any
     slot: int  # vtable slot; a union takes two: its type at slot, value at slot + 1
+    attributes: frozenset[str] = frozenset()
+    array_len: int = 0  # struct fields only: a fixed-size array of this many elements
+    offset: int = 0  # struct fields only: byte offset in the struct
 
 
 @dataclass
@@ -52,6 +63,17 @@ class Table:
 
 
 @dataclass
+class Struct:
+    """A fixed-layout record: fields in declaration order, each aligned to its
+    own size, the whole padded to its largest alignment (flatbuffers' rule,
+    which is also C++'s for the same member types)."""
+    name: str
+    fields: list[Field]
+    size: int
+    align: int
+
+
+@dataclass
 class Union:
     name: str
     members: list[str]  # type index i + 1 (0 is NONE)
@@ -65,6 +87,7 @@ class Schema:
     enums: dict[str, Enum]
     tables: dict[str, Table]
     unions: dict[str, Union]
+    structs: dict[str, Struct] = field(default_factory=dict)
 
     def kind(self, type_name: str) -> str:
         if type_name in SCALARS:
@@ -77,6 +100,8 @@ class Schema:
             return "table"
         if type_name in self.unions:
             return "union"
+        if type_name in self.structs:
+            return "struct"
         raise KeyError(f"unknown type {type_name!r} in schema")
 
     def scalar_of(self, type_name: str) -> str:
@@ -99,6 +124,50 @@ def _parse_default(text: str | None, type_name: str, enums: dict[str, Enum]) -> 
     return None
 
 
+_FIELD = re.compile(
+    r"(\w+)\s*:\s*(?:\[\s*(\w+)\s*(?::\s*(\d+))?\s*\]|(\w+))"  # name: type, [type] or [type:N]
+    r"\s*(?:=\s*([-+\w.]+))?"  # = default
+    r"\s*(?:\(([^)]*)\))?"  # (attributes)
+)
+
+
+def _fields(body: str, owner: str, enums: dict[str, Enum], unions: dict[str, Union]) -> list[Field]:
+    fields, slot = [], 0
+    for decl in filter(None, (d.strip() for d in body.split(";"))):
+        fm = _FIELD.fullmatch(decl)
+        if not fm:
+            raise ValueError(f"cannot parse field {decl!r} in {owner}")
+        name, elem, count, type_name, default, attrs = fm.groups()
+        attributes = frozenset(a.split(":")[0].strip() for a in (attrs or "").split(",") if a.strip())
+        if elem and count:  # a fixed-size array (structs only)
+            fields.append(Field(name, elem, False, None, slot, attributes, int(count)))
+        elif elem:
+            fields.append(Field(name, elem, True, None, slot, attributes))
+        else:
+            fields.append(Field(name, type_name, False, _parse_default(default, type_name, enums), slot, attributes))
+        slot += 2 if (type_name or elem) in unions else 1
+    return fields
+
+
+def _layout(name: str, fields: list[Field], enums: dict[str, Enum], structs: dict[str, Struct]) -> Struct:
+    placed, offset, align = [], 0, 1
+    for f in fields:
+        if f.is_vector:
+            raise ValueError(f"struct {name}: field {f.name} is a vector (structs hold fixed-size data only)")
+        if f.type in structs:
+            size, a = structs[f.type].size, structs[f.type].align
+        else:
+            scalar = enums[f.type].base if f.type in enums else f.type
+            if scalar not in SCALARS:
+                raise ValueError(f"struct {name}: field {f.name} has type {f.type!r}, not a scalar, enum or struct")
+            size = a = SCALARS[scalar][1]
+        offset = (offset + a - 1) // a * a
+        placed.append(Field(f.name, f.type, False, f.default, f.slot, f.attributes, f.array_len, offset))
+        offset += size * max(f.array_len, 1)
+        align = max(align, a)
+    return Struct(name, placed, (offset + align - 1) // align * align, align)
+
+
 def parse(text: str) -> Schema:
     text = re.sub(r"//[^\n]*", "", text)
     namespace = re.search(r"namespace\s+([\w.]+)\s*;", text).group(1)  # type: ignore[union-attr]
@@ -118,19 +187,15 @@ def parse(text: str) -> Schema:
         for m in re.finditer(r"union\s+(\w+)\s*\{([^}]*)\}", text)
     }
     tables: dict[str, Table] = {}
-    for m in re.finditer(r"table\s+(\w+)\s*\{([^}]*)\}", text):
-        table, slot = Table(m.group(1)), 0
-        for decl in filter(None, (s.strip() for s in m.group(2).split(";"))):
-            fm = re.fullmatch(r"(\w+)\s*:\s*(\[)?\s*(\w+)\s*\]?\s*(?:=\s*([-+\w.]+))?", decl)
-            if not fm:
-                raise ValueError(f"cannot parse field {decl!r} in table {table.name}")
-            name, vec, type_name, default = fm.groups()
-            table.fields.append(
-                Field(name, type_name, bool(vec), None if vec else _parse_default(default, type_name, enums), slot)
-            )
-            slot += 2 if type_name in unions else 1
-        tables[table.name] = table
-    return Schema(namespace, identifier, root, enums, tables, unions)
+    structs: dict[str, Struct] = {}
+    for m in re.finditer(r"\b(table|struct)\s+(\w+)\s*\{([^}]*)\}", text):
+        kind, name, body = m.groups()
+        fields = _fields(body, f"{kind} {name}", enums, unions)
+        if kind == "table":
+            tables[name] = Table(name, fields)
+        else:
+            structs[name] = _layout(name, fields, enums, structs)
+    return Schema(namespace, identifier, root, enums, tables, unions, structs)
 
 
 _SCHEMA: Schema | None = None
@@ -161,8 +226,65 @@ def _prepend_scalar_slot(b: flatbuffers.Builder, scalar: str, slot: int, value: 
     prepend(slot, value, default)
 
 
+def _scalar_fmt(schema: Schema, type_name: str) -> str:
+    return SCALARS[schema.scalar_of(type_name)][0]
+
+
+def pack_struct(name: str, value: dict[str, Any], schema: Schema | None = None) -> bytes:
+    """A struct's bytes (little-endian, padding zero). Enums by name or value;
+    arrays as lists of exactly their length; every field must be given."""
+    schema = schema or load()
+    st = schema.structs[name]
+    unknown = set(value) - {f.name for f in st.fields}
+    if unknown:
+        raise KeyError(f"struct {name} has no field(s) {sorted(unknown)}")
+    out = bytearray(st.size)
+    for f in st.fields:
+        v = value[f.name]
+        if f.type in schema.structs:
+            items = v if f.array_len else [v]
+            size = schema.structs[f.type].size
+            for i, item in enumerate(items):
+                out[f.offset + i * size:f.offset + (i + 1) * size] = pack_struct(f.type, item, schema)
+            continue
+        items = list(v) if f.array_len else [v]
+        if f.array_len and len(items) != f.array_len:
+            raise ValueError(f"{name}.{f.name} holds {f.array_len} values, got {len(items)}")
+        if f.type in schema.enums:
+            items = [_enum_value(schema, f.type, x) for x in items]
+        fmt = _scalar_fmt(schema, f.type)
+        struct.pack_into(f"<{len(items)}{fmt}", out, f.offset, *items)
+    return bytes(out)
+
+
+def unpack_struct(name: str, buf: bytes, pos: int = 0, schema: Schema | None = None) -> dict[str, Any]:
+    """The fields of the struct at buf[pos:] (enums by name where known)."""
+    schema = schema or load()
+    out: dict[str, Any] = {}
+    for f in schema.structs[name].fields:
+        items: list[Any]
+        if f.type in schema.structs:
+            size = schema.structs[f.type].size
+            items = [unpack_struct(f.type, buf, pos + f.offset + i * size, schema) for i in range(max(f.array_len, 1))]
+        else:
+            fmt = _scalar_fmt(schema, f.type)
+            items = list(struct.unpack_from(f"<{max(f.array_len, 1)}{fmt}", buf, pos + f.offset))
+            if f.type in schema.enums:
+                names: dict[int, str] = {v: k for k, v in schema.enums[f.type].values.items()}
+                items = [names.get(x, x) for x in items]
+        out[f.name] = items if f.array_len else items[0]
+    return out
+
+
 def _encode_vector(b: flatbuffers.Builder, schema: Schema, elem: str, values: list[Any]) -> int:
     kind = schema.kind(elem)
+    if kind == "struct":
+        st = schema.structs[elem]
+        data = b"".join(pack_struct(elem, v, schema) for v in values)
+        b.StartVector(st.size, len(values), st.align)
+        b.head = b.head - len(data)  # the space StartVector prepared
+        b.Bytes[b.head:b.head + len(data)] = data
+        return b.EndVector()
     if kind in ("table", "string"):
         offsets = [_encode_table(b, schema, elem, v) if kind == "table" else b.CreateString(v) for v in values]
         b.StartVector(4, len(offsets), 4)
@@ -203,6 +325,8 @@ def _encode_table(b: flatbuffers.Builder, schema: Schema, name: str, obj: dict[s
         elif kind == "union":
             member, body = value
             children[f.name] = _encode_table(b, schema, member, body)
+        elif kind == "struct":
+            raise NotImplementedError(f"{name}.{f.name}: structs are supported in vectors only")
     last = table.fields[-1]
     b.StartObject(last.slot + (2 if schema.kind(last.type) == "union" else 1))
     for f in table.fields:
@@ -241,7 +365,7 @@ def _u32(buf: bytes, pos: int) -> int:
     return struct.unpack_from("<I", buf, pos)[0]
 
 
-def _decode_table(buf: bytes, schema: Schema, name: str, pos: int) -> dict[str, Any]:
+def _decode_table(buf: bytes, schema: Schema, name: str, pos: int, derived: bool = False) -> dict[str, Any]:
     vt = pos - struct.unpack_from("<i", buf, pos)[0]
     vsize = struct.unpack_from("<H", buf, vt)[0]
 
@@ -252,6 +376,8 @@ def _decode_table(buf: bytes, schema: Schema, name: str, pos: int) -> dict[str, 
 
     out: dict[str, Any] = {}
     for f in table_fields(schema, name):
+        if "tmcu_derived" in f.attributes and not derived:
+            continue
         kind = schema.kind(f.type)
         if kind == "union":
             tpos, vpos = field_pos(f.slot), field_pos(f.slot + 1)
@@ -286,6 +412,9 @@ def _decode_string(buf: bytes, pos: int) -> str:
 def _decode_vector(buf: bytes, schema: Schema, elem: str, pos: int) -> list[Any]:
     n = _u32(buf, pos)
     kind = schema.kind(elem)
+    if kind == "struct":
+        size = schema.structs[elem].size
+        return [unpack_struct(elem, buf, pos + 4 + i * size, schema) for i in range(n)]
     if kind == "table":
         return [_decode_table(buf, schema, elem, p + _u32(buf, p)) for p in range(pos + 4, pos + 4 + 4 * n, 4)]
     if kind == "string":
@@ -298,9 +427,10 @@ def table_fields(schema: Schema, name: str) -> list[Field]:
     return schema.tables[name].fields
 
 
-def decode(buf: bytes, schema: Schema | None = None) -> dict[str, Any]:
-    """Read a root table back into nested dicts (enums as names)."""
+def decode(buf: bytes, schema: Schema | None = None, derived: bool = False) -> dict[str, Any]:
+    """Read a root table back into nested dicts (enums as names). Fields
+    marked tmcu_derived are left out unless `derived`."""
     schema = schema or load()
     if buf[4:8] != schema.identifier.encode():
         raise ValueError(f"not a torchmcu program: identifier {buf[4:8]!r}, expected {schema.identifier!r}")
-    return _decode_table(buf, schema, schema.root, _u32(buf, 0))
+    return _decode_table(buf, schema, schema.root, _u32(buf, 0), derived)

@@ -3,6 +3,11 @@
     python -m torchmcu.schema [OUT]   (default: firmware/core/program_generated.h)
 
 The header is committed; tests/test_schema.py fails when it is stale.
+
+Fields marked `tmcu_tool` get no accessor and no verification: the runtime
+cannot read what it does not verify. Tables reachable only through such
+fields are left out altogether. Structs become plain C++ structs with
+static_asserts on their layout; vectors of structs are read in place.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-from . import SCHEMA_PATH, Field, Schema, load
+from . import SCHEMA_PATH, Field, Schema, Struct, load
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_OUT = REPO / "firmware" / "core" / "program_generated.h"
@@ -38,6 +43,8 @@ def _accessor(schema: Schema, f: Field) -> list[str]:
     vo = 4 + 2 * f.slot
     kind = schema.kind(f.type)
     if f.is_vector:
+        if kind == "struct":
+            return [f"  fb::StructVector<{f.type}> {f.name}() const {{ return fb::StructVector<{f.type}>(deref({vo})); }}"]
         if kind == "table":
             return [f"  fb::TableVector<{f.type}> {f.name}() const {{ return fb::TableVector<{f.type}>(deref({vo})); }}"]
         elem = f.type if kind == "enum" else CPP_SCALARS[schema.scalar_of(f.type)]
@@ -65,27 +72,65 @@ def _accessor(schema: Schema, f: Field) -> list[str]:
 
 
 def _verify(schema: Schema, f: Field) -> list[str]:
+    """Lines checking field f through `f_` (a Verifier::Fields of the table)."""
     vo = 4 + 2 * f.slot
     kind = schema.kind(f.type)
     if f.is_vector:
+        if kind == "struct":
+            return [f"    if (!f_.struct_vector<{f.type}>({vo})) return false;"]
         if kind == "table":
-            return [f"    if (!v.table_vector_field<{f.type}>(*this, {vo})) return false;"]
-        return [f"    if (!v.vector_field<{CPP_SCALARS[schema.scalar_of(f.type)]}>(*this, {vo})) return false;"]
+            return [f"    if (!f_.table_vector<{f.type}>({vo})) return false;"]
+        return [f"    if (!f_.vector<{CPP_SCALARS[schema.scalar_of(f.type)]}>({vo})) return false;"]
     if kind == "string":
-        return [f"    if (!v.string_field(*this, {vo})) return false;"]
+        return [f"    if (!f_.string({vo})) return false;"]
     if kind == "table":
-        return [f"    if (!v.table_field<{f.type}>(*this, {vo})) return false;"]
+        return [f"    if (!f_.table<{f.type}>({vo})) return false;"]
     if kind == "union":
         lines = [
-            f"    if (!v.scalar_field<uint8_t>(*this, {vo})) return false;",
+            f"    if (!f_.scalar<uint8_t>({vo})) return false;",
             f"    switch ({f.name}_type()) {{",
             f"      case {f.type}::NONE: break;",
         ]
         for member in schema.unions[f.type].members:
-            lines.append(f"      case {f.type}::{member}: if (!v.table_field<{member}>(*this, {vo + 2})) return false; break;")
+            lines.append(f"      case {f.type}::{member}: if (!f_.table<{member}>({vo + 2})) return false; break;")
         lines += ["      default: return false;", "    }"]
         return lines
-    return [f"    if (!v.scalar_field<{CPP_SCALARS[schema.scalar_of(f.type)]}>(*this, {vo})) return false;"]
+    return [f"    if (!f_.scalar<{CPP_SCALARS[schema.scalar_of(f.type)]}>({vo})) return false;"]
+
+
+def _runtime_fields(t) -> list[Field]:
+    return [f for f in t.fields if "tmcu_tool" not in f.attributes]
+
+
+def _reachable_tables(schema: Schema) -> list[str]:
+    """Tables the runtime can reach from the root through non-tool fields, in
+    schema order."""
+    seen: set[str] = set()
+    todo = [schema.root]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for f in _runtime_fields(schema.tables[name]):
+            kind = schema.kind(f.type)
+            if kind == "table":
+                todo.append(f.type)
+            elif kind == "union":
+                todo += schema.unions[f.type].members
+    return [t for t in schema.tables if t in seen]
+
+
+def _struct(schema: Schema, st: Struct) -> list[str]:
+    out = [f"struct {st.name} {{"]
+    for f in st.fields:
+        kind = schema.kind(f.type)
+        ctype = f.type if kind in ("enum", "struct") else CPP_SCALARS[f.type]
+        out.append(f"  {ctype} {f.name}{f'[{f.array_len}]' if f.array_len else ''};")
+    layout = f"sizeof({st.name}) == {st.size} && alignof({st.name}) == {st.align}"
+    out += ["};", f"static_assert({layout}, \"{st.name}: flatbuffers layout\");"]
+    out += [f"static_assert(offsetof({st.name}, {f.name}) == {f.offset}, \"{st.name}.{f.name}\");" for f in st.fields]
+    return out + [""]
 
 
 def generate(schema: Schema) -> str:
@@ -96,6 +141,7 @@ def generate(schema: Schema) -> str:
         "#ifndef TORCHMCU_CORE_PROGRAM_GENERATED_H_",
         "#define TORCHMCU_CORE_PROGRAM_GENERATED_H_",
         "",
+        "#include <cstddef>",
         "#include <cstdint>",
         "#include <limits>",
         "",
@@ -115,13 +161,16 @@ def generate(schema: Schema) -> str:
         out.append("  NONE = 0,")
         out += [f"  {m} = {i + 1}," for i, m in enumerate(u.members)]
         out += ["};", ""]
-    out += [f"class {t};" for t in schema.tables] + [""]
-    for t in schema.tables.values():
+    for st in schema.structs.values():
+        out += _struct(schema, st)
+    tables = [schema.tables[n] for n in _reachable_tables(schema)]
+    out += [f"class {t.name};" for t in tables] + [""]
+    for t in tables:
         out += [f"class {t.name} : public fb::Table {{", " public:", "  using fb::Table::Table;"]
-        for f in t.fields:
+        for f in _runtime_fields(t):
             out += _accessor(schema, f)
-        out += ["  bool verify(fb::Verifier& v) const {"]
-        for f in t.fields:
+        out += ["  bool verify(fb::Verifier& v) const {", "    const fb::Verifier::Fields f_(v, *this);"]
+        for f in _runtime_fields(t):
             out += _verify(schema, f)
         out += ["    return true;", "  }", "};", ""]
     out += [f"}}  // namespace {n}" for n in reversed(ns)]

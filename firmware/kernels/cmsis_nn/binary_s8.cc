@@ -2,6 +2,10 @@
 // CMSIS-NN's element-wise kernels do not broadcast: an op whose operands both
 // have the output's dims runs on CMSIS-NN, a broadcasting one on the portable
 // kernel (a branch on the shapes at run time; same bits either way).
+//
+// In place: every variant (scalar, DSP, MVE) reads a block of both inputs
+// (1 or 4 elements) before it writes the same block of the output, so the
+// output may be either input itself, as for the portable kernels.
 #include "kernels/check.h"
 #include "kernels/cmsis_nn/common.h"
 #include "kernels/cmsis_nn/kernels.h"
@@ -10,47 +14,47 @@ namespace torchmcu {
 namespace cmsis_nn {
 namespace {
 
-bool elementwise(const OpContext& ctx) {
-  return check::same_dims(ctx.inputs[0], ctx.outputs[0]) &&
-         check::same_dims(ctx.inputs[1], ctx.outputs[0]);
+template <typename A>
+bool elementwise(const OpContext& ctx, const A& a) {
+  const uint32_t rank = ctx.output(0).rank;
+  return check::same_dims(a.a, a.y, rank) && check::same_dims(a.b, a.y, rank);
 }
 
 Error add_check(const OpContext& ctx) { return portable::kAddS8.check(ctx); }
 
 void add_run(const OpContext& ctx) {
-  if (!elementwise(ctx)) {
+  const auto& p = ctx.args<schema::QuantAddArgs>();
+  if (!elementwise(ctx, p)) {
     portable::kAddS8.run(ctx);
     return;
   }
-  const schema::QuantAddParams p = ctx.op.params_as_QuantAddParams();
   const arm_cmsis_nn_status s = arm_elementwise_add_s8(
-      ctx.inputs[0].as<const int8_t>(), ctx.inputs[1].as<const int8_t>(), p.input1_offset(),
-      p.input1_multiplier(), p.input1_shift(), p.input2_offset(), p.input2_multiplier(),
-      p.input2_shift(), p.left_shift(), ctx.outputs[0].as<int8_t>(), p.output_offset(),
-      p.output_multiplier(), p.output_shift(), p.act_min(), p.act_max(),
-      int32_t(ctx.outputs[0].numel()));
+      ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), p.input1_offset, p.input1_multiplier,
+      p.input1_shift, p.input2_offset, p.input2_multiplier, p.input2_shift, p.left_shift,
+      ctx.out<int8_t>(0), p.output_offset, p.output_multiplier, p.output_shift, p.act_min,
+      p.act_max, int32_t(ctx.output(0).nbytes));
   if (s != ARM_CMSIS_NN_SUCCESS) portable::kAddS8.run(ctx);
 }
 
 Error mul_check(const OpContext& ctx) { return portable::kMulS8.check(ctx); }
 
 void mul_run(const OpContext& ctx) {
-  if (!elementwise(ctx)) {
+  const auto& p = ctx.args<schema::QuantMulArgs>();
+  if (!elementwise(ctx, p)) {
     portable::kMulS8.run(ctx);
     return;
   }
-  const schema::QuantMulParams p = ctx.op.params_as_QuantMulParams();
   const arm_cmsis_nn_status s = arm_elementwise_mul_s8(
-      ctx.inputs[0].as<const int8_t>(), ctx.inputs[1].as<const int8_t>(), p.input1_offset(),
-      p.input2_offset(), ctx.outputs[0].as<int8_t>(), p.output_offset(), p.output_multiplier(),
-      p.output_shift(), p.act_min(), p.act_max(), int32_t(ctx.outputs[0].numel()));
+      ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), p.input1_offset, p.input2_offset,
+      ctx.out<int8_t>(0), p.output_offset, p.output_multiplier, p.output_shift, p.act_min,
+      p.act_max, int32_t(ctx.output(0).nbytes));
   if (s != ARM_CMSIS_NN_SUCCESS) portable::kMulS8.run(ctx);
 }
 
 }  // namespace
 
-const Kernel kAddS8 = {add_check, add_run};
-const Kernel kMulS8 = {mul_check, mul_run};
+const Kernel kAddS8 = {add_check, add_run, kInplaceBoth};
+const Kernel kMulS8 = {mul_check, mul_run, kInplaceBoth};
 
 }  // namespace cmsis_nn
 }  // namespace torchmcu

@@ -1,5 +1,5 @@
 // Internal to the CMSIS-NN kernels: CMSIS-NN's headers and the conversions
-// from operands to its argument structs.
+// from kernel arguments to its argument structs.
 #ifndef TORCHMCU_KERNELS_CMSIS_NN_COMMON_H_
 #define TORCHMCU_KERNELS_CMSIS_NN_COMMON_H_
 
@@ -10,22 +10,15 @@
 namespace torchmcu {
 namespace cmsis_nn {
 
-/// An NHWC tensor as CMSIS-NN dims.
-inline cmsis_nn_dims nhwc(const TensorView& t) {
-  return cmsis_nn_dims{t.dims[0], t.dims[1], t.dims[2], t.dims[3]};
-}
+/// NHWC dims as CMSIS-NN's.
+inline cmsis_nn_dims nhwc(const int32_t* d) { return cmsis_nn_dims{d[0], d[1], d[2], d[3]}; }
 
-/// The optional scratch operand (input 6 of conv, depthwise and linear):
-/// its bytes, or 0 when absent.
-inline uint32_t scratch_bytes(const OpContext& ctx, uint32_t index) {
-  return ctx.num_inputs > index && ctx.inputs[index].present() ? ctx.inputs[index].nbytes : 0;
-}
-
+/// The optional scratch operand (input `index`): its bytes, or none.
 inline cmsis_nn_context scratch(const OpContext& ctx, uint32_t index) {
   cmsis_nn_context c{nullptr, 0};
-  if (ctx.num_inputs > index && ctx.inputs[index].present()) {
-    c.buf = ctx.inputs[index].data;
-    c.size = int32_t(ctx.inputs[index].nbytes);
+  if (ctx.num_inputs() > index && OpContext::present(ctx.input(index))) {
+    c.buf = ctx.in<void>(index);
+    c.size = int32_t(ctx.input(index).nbytes);
   }
   return c;
 }

@@ -17,16 +17,15 @@ constexpr int32_t kMaxRow = 511;
 Error softmax_check(const OpContext& ctx) { return portable::kSoftmaxS8.check(ctx); }
 
 void softmax_run(const OpContext& ctx) {
-  const TensorView& x = ctx.inputs[0];
-  const int32_t row = x.dims[x.rank - 1];
+  const auto& a = ctx.args<schema::QuantSoftmaxArgs>();
+  const int32_t rank = int32_t(ctx.input(0).rank);
+  const int32_t row = a.x[rank - 1];
   if (row > kMaxRow) {
     portable::kSoftmaxS8.run(ctx);
     return;
   }
-  const schema::QuantSoftmaxParams p = ctx.op.params_as_QuantSoftmaxParams();
-  arm_softmax_s8(x.as<const int8_t>(), int32_t(check::extent(x, 0, x.rank - 1)), row,
-                 p.input_multiplier(), p.input_left_shift(), p.diff_min(),
-                 ctx.outputs[0].as<int8_t>());
+  arm_softmax_s8(ctx.in<const int8_t>(0), int32_t(check::extent(a.x, 0, rank - 1)), row,
+                 a.input_multiplier, a.input_left_shift, a.diff_min, ctx.out<int8_t>(0));
 }
 
 }  // namespace

@@ -1,11 +1,11 @@
 // The float32 portable kernels as the executor sees them: for each op code, a
-// load-time check of operands and parameters, and a run function that unpacks
-// the program's parameters into the plain math of portable_f32.h.
+// load-time check of its operands and arguments (the *Args struct
+// program.fbs gives for it), and a run function that hands the arguments,
+// read in place, to the plain math of portable_f32.h.
 //
 // Each Kernel is a separate const object: the generated kernel table names
 // only the ones a model uses, and --gc-sections drops the rest.
 #include <cstring>
-#include <limits>
 
 #include "kernels/check.h"
 #include "kernels/portable/kernels.h"
@@ -16,415 +16,430 @@ namespace portable {
 namespace {
 
 using schema::DType;
+using schema::OpParams;
+using schema::Operand;
 
-constexpr ActRange act_range(float lo, float hi) { return ActRange{lo, hi}; }
-constexpr float kInf = std::numeric_limits<float>::infinity();
+TMCU_INLINE Shape4 shape4(const int32_t* d) { return Shape4{d[0], d[1], d[2], d[3]}; }
 
-bool nhwc(const TensorView& t) { return check::is(t, DType::F32, 4); }
-Shape4 shape4(const TensorView& t) { return Shape4{t.dims[0], t.dims[1], t.dims[2], t.dims[3]}; }
+TMCU_INLINE bool f32(const Operand& o) { return check::is(o, DType::F32); }
+TMCU_INLINE bool nhwc(const Operand& o) { return check::is(o, DType::F32, 4); }
 
-// PyTorch's output size for a window op with symmetric padding. ceil_mode
-// may add one more window, which must start inside the input or left padding.
-bool window_out_ok(int32_t in, int32_t out, int32_t k, int32_t stride, int32_t pad,
-                   int32_t dilation) {
-  const int32_t span = in + 2 * pad - dilation * (k - 1) - 1;
-  if (span < 0) return false;
-  const int32_t floor_out = span / stride + 1;
-  return out == floor_out || (out == floor_out + 1 && (out - 1) * stride < in + pad);
-}
-
-// ---- linear: inputs x [..., in], w [out, in], optional bias [out] ----------
+// ---- linear: x [rows, cols], w [out, in], optional bias [out] ---------------
 
 Error linear_check(const OpContext& ctx) {
-  TMCU_CHECK(check::operands(ctx, 2, 3, 1, DType::F32), Error::InvalidOp);
-  const TensorView& x = ctx.inputs[0];
-  const TensorView& w = ctx.inputs[1];
-  const TensorView& y = ctx.outputs[0];
-  TMCU_CHECK(w.rank == 2 && x.rank >= 1 && y.rank == x.rank, Error::InvalidOp);
-  TMCU_CHECK(x.dims[x.rank - 1] == w.dims[1] && y.dims[y.rank - 1] == w.dims[0],
+  TMCU_CHECK(check::counts(ctx, 2, 3, 1) && ctx.num_args() * 4 == sizeof(schema::LinearArgs) &&
+                 (ctx.params_type() == OpParams::NONE || ctx.params_type() == OpParams::LinearParams),
              Error::InvalidOp);
-  TMCU_CHECK(check::extent(x, 0, x.rank - 1) == check::extent(y, 0, y.rank - 1),
+  const auto& a = ctx.args<schema::LinearArgs>();
+  const Operand& x = ctx.input(0);
+  const Operand& w = ctx.input(1);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(f32(x) && x.rank >= 1 && check::is(w, DType::F32, 2) && f32(y) && y.rank == x.rank,
              Error::InvalidOp);
-  if (ctx.num_inputs == 3 && ctx.inputs[2].present()) {
-    TMCU_CHECK(ctx.inputs[2].rank == 1 && ctx.inputs[2].dims[0] == w.dims[0], Error::InvalidOp);
+  TMCU_TRY(check::holds(x, a.x_rows, a.x_cols));
+  TMCU_TRY(check::holds(w, a.w));
+  TMCU_TRY(check::holds(y, a.y_rows, a.y_cols));
+  TMCU_CHECK(a.x_cols == a.w[1] && a.y_cols == a.w[0] && a.x_rows == a.y_rows, Error::InvalidOp);
+  if (ctx.num_inputs() == 3 && OpContext::present(ctx.input(2))) {
+    TMCU_CHECK(check::vector(ctx.input(2), DType::F32, a.w[0]), Error::InvalidOp);
   }
   return Error::Ok;
 }
 
 void linear_run(const OpContext& ctx) {
-  const TensorView& x = ctx.inputs[0];
-  const TensorView& w = ctx.inputs[1];
-  const float* bias = ctx.num_inputs == 3 ? ctx.inputs[2].as<const float>() : nullptr;
-  const schema::LinearParams p = ctx.op.params_as_LinearParams();
-  const ActRange act = p.valid() ? act_range(p.act_min(), p.act_max())
-                                 : act_range(-kInf, kInf);
-  linear_f32(x.as<const float>(), w.as<const float>(), bias, ctx.outputs[0].as<float>(),
-             int32_t(check::extent(x, 0, x.rank - 1)), w.dims[1], w.dims[0], act);
+  const auto& a = ctx.args<schema::LinearArgs>();
+  const float* bias = ctx.num_inputs() == 3 ? ctx.in<const float>(2) : nullptr;  // null if absent
+  linear_f32(ctx.in<const float>(0), ctx.in<const float>(1), bias, ctx.out<float>(0), a.x_rows,
+             a.x_cols, a.w[0], ActRange{a.act_min, a.act_max});
 }
 
 // ---- conv2d / depthwise: x NHWC, w OHWI or [1, kh, kw, oc], bias [oc] ------
 
-Error conv_params_check(const OpContext& ctx, int32_t kh, int32_t kw) {
-  const schema::Conv2dParams p = ctx.op.params_as_Conv2dParams();
-  TMCU_CHECK(p.valid(), Error::InvalidOp);
-  TMCU_CHECK(check::small(p.stride_h(), 1) && check::small(p.stride_w(), 1) &&
-                 check::small(p.dilation_h(), 1) && check::small(p.dilation_w(), 1) &&
-                 check::small(p.pad_top(), 0) && check::small(p.pad_left(), 0),
+Error conv_common_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 2, 3, 1) &&
+                 check::args<schema::Conv2dArgs>(ctx, OpParams::Conv2dParams),
              Error::InvalidOp);
-  const TensorView& x = ctx.inputs[0];
-  const TensorView& y = ctx.outputs[0];
-  TMCU_CHECK(nhwc(x) && nhwc(y) && x.dims[0] == y.dims[0], Error::InvalidOp);
-  TMCU_CHECK(window_out_ok(x.dims[1], y.dims[1], kh, p.stride_h(), p.pad_top(), p.dilation_h()) &&
-                 window_out_ok(x.dims[2], y.dims[2], kw, p.stride_w(), p.pad_left(), p.dilation_w()),
+  const auto& a = ctx.args<schema::Conv2dArgs>();
+  const Operand& x = ctx.input(0);
+  const Operand& w = ctx.input(1);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(nhwc(x) && check::is(w, DType::F32, 4) && nhwc(y), Error::InvalidOp);
+  TMCU_TRY(check::holds4(x, a.x));
+  TMCU_TRY(check::holds4(w, a.w));
+  TMCU_TRY(check::holds4(y, a.y));
+  TMCU_CHECK(check::small(a.stride_h, 1) && check::small(a.stride_w, 1) &&
+                 check::small(a.dilation_h, 1) && check::small(a.dilation_w, 1) &&
+                 check::small(a.pad_top, 0) && check::small(a.pad_left, 0),
              Error::InvalidOp);
-  if (ctx.num_inputs == 3 && ctx.inputs[2].present()) {
-    TMCU_CHECK(ctx.inputs[2].rank == 1 && ctx.inputs[2].dims[0] == y.dims[3], Error::InvalidOp);
+  TMCU_CHECK(a.x[0] == a.y[0] &&
+                 check::rows(a.x[1], a.y[1], a.w[1], a.stride_h, a.pad_top, a.dilation_h, true) &&
+                 check::window(a.x[2], a.y[2], a.w[2], a.stride_w, a.pad_left, a.dilation_w, true),
+             Error::InvalidOp);
+  if (ctx.num_inputs() == 3 && OpContext::present(ctx.input(2))) {
+    TMCU_CHECK(check::vector(ctx.input(2), DType::F32, a.y[3]), Error::InvalidOp);
   }
   return Error::Ok;
 }
 
-Conv2dParams conv_params(const schema::Conv2dParams& p) {
-  return Conv2dParams{p.stride_h(),   p.stride_w(),   p.pad_top(), p.pad_left(),
-                      p.dilation_h(), p.dilation_w(), p.groups(),
-                      act_range(p.act_min(), p.act_max())};
+Conv2dParams conv_params(const schema::Conv2dArgs& a) {
+  return Conv2dParams{a.stride_h,   a.stride_w,   a.pad_top, a.pad_left,
+                      a.dilation_h, a.dilation_w, a.groups,  ActRange{a.act_min, a.act_max}};
 }
 
 Error conv2d_check(const OpContext& ctx) {
-  TMCU_CHECK(check::operands(ctx, 2, 3, 1, DType::F32), Error::InvalidOp);
-  const TensorView& w = ctx.inputs[1];
-  TMCU_CHECK(w.rank == 4, Error::InvalidOp);
-  TMCU_TRY(conv_params_check(ctx, w.dims[1], w.dims[2]));
-  const int32_t groups = ctx.op.params_as_Conv2dParams().groups();
-  const TensorView& x = ctx.inputs[0];
-  const TensorView& y = ctx.outputs[0];
-  TMCU_CHECK(groups >= 1 && x.dims[3] % groups == 0 && y.dims[3] % groups == 0, Error::InvalidOp);
-  TMCU_CHECK(w.dims[0] == y.dims[3] && w.dims[3] * groups == x.dims[3], Error::InvalidOp);
+  TMCU_TRY(conv_common_check(ctx));
+  const auto& a = ctx.args<schema::Conv2dArgs>();
+  const int32_t groups = a.groups;
+  TMCU_CHECK(groups >= 1 && a.x[3] % groups == 0 && a.y[3] % groups == 0, Error::InvalidOp);
+  TMCU_CHECK(a.w[0] == a.y[3] && int64_t(a.w[3]) * groups == a.x[3], Error::InvalidOp);
   return Error::Ok;
 }
 
 void conv2d_run(const OpContext& ctx) {
-  const TensorView& w = ctx.inputs[1];
-  const float* bias = ctx.num_inputs == 3 ? ctx.inputs[2].as<const float>() : nullptr;
-  conv2d_f32(ctx.inputs[0].as<const float>(), shape4(ctx.inputs[0]), w.as<const float>(),
-             w.dims[1], w.dims[2], bias, ctx.outputs[0].as<float>(), shape4(ctx.outputs[0]),
-             conv_params(ctx.op.params_as_Conv2dParams()));
+  const auto& a = ctx.args<schema::Conv2dArgs>();
+  const float* bias = ctx.num_inputs() == 3 ? ctx.in<const float>(2) : nullptr;
+  conv2d_f32(ctx.in<const float>(0), shape4(a.x), ctx.in<const float>(1), a.w[1], a.w[2], bias,
+             ctx.out<float>(0), shape4(a.y), conv_params(a));
 }
 
 Error depthwise_check(const OpContext& ctx) {
-  TMCU_CHECK(check::operands(ctx, 2, 3, 1, DType::F32), Error::InvalidOp);
-  const TensorView& w = ctx.inputs[1];
-  TMCU_CHECK(w.rank == 4 && w.dims[0] == 1, Error::InvalidOp);
-  TMCU_TRY(conv_params_check(ctx, w.dims[1], w.dims[2]));
-  const int32_t multiplier = ctx.op.params_as_Conv2dParams().multiplier();
-  TMCU_CHECK(multiplier >= 1 && w.dims[3] == ctx.outputs[0].dims[3] &&
-                 int64_t(ctx.inputs[0].dims[3]) * multiplier == w.dims[3],
+  TMCU_TRY(conv_common_check(ctx));
+  const auto& a = ctx.args<schema::Conv2dArgs>();
+  TMCU_CHECK(a.w[0] == 1 && a.multiplier >= 1 && a.w[3] == a.y[3] &&
+                 int64_t(a.x[3]) * a.multiplier == a.w[3],
              Error::InvalidOp);
   return Error::Ok;
 }
 
 void depthwise_run(const OpContext& ctx) {
-  const TensorView& w = ctx.inputs[1];
-  const schema::Conv2dParams p = ctx.op.params_as_Conv2dParams();
-  const float* bias = ctx.num_inputs == 3 ? ctx.inputs[2].as<const float>() : nullptr;
-  depthwise_conv2d_f32(ctx.inputs[0].as<const float>(), shape4(ctx.inputs[0]),
-                       w.as<const float>(), w.dims[1], w.dims[2], p.multiplier(), bias,
-                       ctx.outputs[0].as<float>(), shape4(ctx.outputs[0]), conv_params(p));
+  const auto& a = ctx.args<schema::Conv2dArgs>();
+  const float* bias = ctx.num_inputs() == 3 ? ctx.in<const float>(2) : nullptr;
+  depthwise_conv2d_f32(ctx.in<const float>(0), shape4(a.x), ctx.in<const float>(1), a.w[1], a.w[2],
+                       a.multiplier, bias, ctx.out<float>(0), shape4(a.y), conv_params(a));
 }
 
-// ---- element-wise unary: clamp (relu, relu6, hardtanh), sigmoid, tanh -------
+// ---- element-wise unary: clamp (relu, relu6, hardtanh), sigmoid, tanh, ------
+// hardswish. Any shapes: only the element count matters.
 
 Error unary_check(const OpContext& ctx) {
-  TMCU_CHECK(check::operands(ctx, 1, 1, 1, DType::F32), Error::InvalidOp);
-  TMCU_CHECK(ctx.inputs[0].nbytes == ctx.outputs[0].nbytes, Error::InvalidOp);
+  TMCU_CHECK(check::counts(ctx, 1, 1, 1) && f32(ctx.input(0)) && f32(ctx.output(0)) &&
+                 ctx.input(0).nbytes == ctx.output(0).nbytes,
+             Error::InvalidOp);
   return Error::Ok;
+}
+
+Error no_args_unary_check(const OpContext& ctx) {
+  TMCU_CHECK(ctx.num_args() == 0, Error::InvalidOp);
+  return unary_check(ctx);
 }
 
 Error clamp_check(const OpContext& ctx) {
-  TMCU_TRY(unary_check(ctx));
-  TMCU_CHECK(ctx.op.params_as_ClampParams().valid(), Error::InvalidOp);
-  return Error::Ok;
+  TMCU_CHECK(check::args<schema::ClampArgs>(ctx, OpParams::ClampParams), Error::InvalidOp);
+  return unary_check(ctx);
 }
 
+uint32_t elements(const OpContext& ctx) { return ctx.output(0).nbytes / 4; }
+
 void clamp_run(const OpContext& ctx) {
-  const schema::ClampParams p = ctx.op.params_as_ClampParams();
-  clamp_f32(ctx.inputs[0].as<const float>(), ctx.outputs[0].as<float>(),
-            ctx.outputs[0].numel(), p.min(), p.max());
+  const auto& a = ctx.args<schema::ClampArgs>();
+  clamp_f32(ctx.in<const float>(0), ctx.out<float>(0), elements(ctx), a.min, a.max);
 }
 
 void sigmoid_run(const OpContext& ctx) {
-  sigmoid_f32(ctx.inputs[0].as<const float>(), ctx.outputs[0].as<float>(),
-              ctx.outputs[0].numel());
+  sigmoid_f32(ctx.in<const float>(0), ctx.out<float>(0), elements(ctx));
 }
 
 void tanh_run(const OpContext& ctx) {
-  tanh_f32(ctx.inputs[0].as<const float>(), ctx.outputs[0].as<float>(), ctx.outputs[0].numel());
+  tanh_f32(ctx.in<const float>(0), ctx.out<float>(0), elements(ctx));
 }
 
-// ---- add / mul with broadcasting: all operands at the output's rank --------
+void hardswish_run(const OpContext& ctx) {
+  hardswish_f32(ctx.in<const float>(0), ctx.out<float>(0), elements(ctx));
+}
+
+// ---- add / mul / maximum / minimum with broadcasting ------------------------
 
 Error binary_check(const OpContext& ctx) {
-  TMCU_CHECK(check::operands(ctx, 2, 2, 1, DType::F32), Error::InvalidOp);
-  TMCU_CHECK(check::broadcastable(ctx), Error::InvalidOp);
-  TMCU_CHECK(ctx.op.params_as_BinaryParams().valid(), Error::InvalidOp);
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
+                 check::args<schema::BinaryArgs>(ctx, OpParams::BinaryParams),
+             Error::InvalidOp);
+  const auto& p = ctx.args<schema::BinaryArgs>();
+  const Operand& a = ctx.input(0);
+  const Operand& b = ctx.input(1);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(f32(a) && f32(b) && f32(y), Error::InvalidOp);
+  TMCU_TRY(check::holds(a, p.a));
+  TMCU_TRY(check::holds(b, p.b));
+  TMCU_TRY(check::holds(y, p.y));
+  TMCU_CHECK(check::broadcastable(a, p.a, b, p.b, y, p.y) &&
+                 check::inplace_ok(ctx, a, p.a, y, p.y) && check::inplace_ok(ctx, b, p.b, y, p.y),
+             Error::InvalidOp);
   return Error::Ok;
 }
 
 template <void (*Fn)(const float*, const int32_t*, const float*, const int32_t*, float*,
                      const int32_t*, int32_t, ActRange)>
 void binary_run(const OpContext& ctx) {
-  const schema::BinaryParams p = ctx.op.params_as_BinaryParams();
-  const TensorView& a = ctx.inputs[0];
-  const TensorView& b = ctx.inputs[1];
-  const TensorView& y = ctx.outputs[0];
-  Fn(a.as<const float>(), a.dims, b.as<const float>(), b.dims, y.as<float>(), y.dims, y.rank,
-     act_range(p.act_min(), p.act_max()));
+  const auto& p = ctx.args<schema::BinaryArgs>();
+  Fn(ctx.in<const float>(0), p.a, ctx.in<const float>(1), p.b, ctx.out<float>(0), p.y,
+     int32_t(ctx.output(0).rank), ActRange{p.act_min, p.act_max});
 }
 
 // ---- pooling over NHWC ------------------------------------------------------
 
 Error pool_check(const OpContext& ctx) {
-  TMCU_CHECK(check::operands(ctx, 1, 1, 1, DType::F32), Error::InvalidOp);
-  const schema::Pool2dParams p = ctx.op.params_as_Pool2dParams();
-  TMCU_CHECK(p.valid(), Error::InvalidOp);
-  TMCU_CHECK(check::small(p.kernel_h(), 1) && check::small(p.kernel_w(), 1) &&
-                 check::small(p.stride_h(), 1) && check::small(p.stride_w(), 1) &&
-                 check::small(p.dilation_h(), 1) && check::small(p.dilation_w(), 1) &&
-                 check::small(p.pad_top(), 0) && check::small(p.pad_left(), 0) &&
-                 p.divisor_override() >= 0,
+  TMCU_CHECK(check::counts(ctx, 1, 1, 1) &&
+                 check::args<schema::Pool2dArgs>(ctx, OpParams::Pool2dParams),
              Error::InvalidOp);
-  const TensorView& x = ctx.inputs[0];
-  const TensorView& y = ctx.outputs[0];
-  TMCU_CHECK(nhwc(x) && nhwc(y) && x.dims[0] == y.dims[0] && x.dims[3] == y.dims[3],
+  const auto& a = ctx.args<schema::Pool2dArgs>();
+  const Operand& x = ctx.input(0);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(nhwc(x) && nhwc(y), Error::InvalidOp);
+  TMCU_TRY(check::holds4(x, a.x));
+  TMCU_TRY(check::holds4(y, a.y));
+  TMCU_CHECK(check::small(a.kernel_h, 1) && check::small(a.kernel_w, 1) &&
+                 check::small(a.stride_h, 1) && check::small(a.stride_w, 1) &&
+                 check::small(a.dilation_h, 1) && check::small(a.dilation_w, 1) &&
+                 check::small(a.pad_top, 0) && check::small(a.pad_left, 0) &&
+                 a.divisor_override >= 0,
              Error::InvalidOp);
-  TMCU_CHECK(window_out_ok(x.dims[1], y.dims[1], p.kernel_h(), p.stride_h(), p.pad_top(),
-                           p.dilation_h()) &&
-                 window_out_ok(x.dims[2], y.dims[2], p.kernel_w(), p.stride_w(), p.pad_left(),
-                               p.dilation_w()),
+  TMCU_CHECK(a.x[0] == a.y[0] && a.x[3] == a.y[3] &&
+                 check::window(a.x[1], a.y[1], a.kernel_h, a.stride_h, a.pad_top, a.dilation_h, true) &&
+                 check::window(a.x[2], a.y[2], a.kernel_w, a.stride_w, a.pad_left, a.dilation_w, true),
              Error::InvalidOp);
   return Error::Ok;
 }
 
-Pool2dParams pool_params(const schema::Pool2dParams& p) {
-  return Pool2dParams{p.kernel_h(),          p.kernel_w(),         p.stride_h(),
-                      p.stride_w(),          p.pad_top(),          p.pad_left(),
-                      p.dilation_h(),        p.dilation_w(),       p.count_include_pad(),
-                      p.divisor_override(),  act_range(p.act_min(), p.act_max())};
+Pool2dParams pool_params(const schema::Pool2dArgs& a) {
+  return Pool2dParams{a.kernel_h,   a.kernel_w,   a.stride_h,          a.stride_w,
+                      a.pad_top,    a.pad_left,   a.dilation_h,        a.dilation_w,
+                      a.count_include_pad != 0,   a.divisor_override,  ActRange{a.act_min, a.act_max}};
 }
 
 void max_pool_run(const OpContext& ctx) {
-  max_pool2d_f32(ctx.inputs[0].as<const float>(), shape4(ctx.inputs[0]),
-                 ctx.outputs[0].as<float>(), shape4(ctx.outputs[0]),
-                 pool_params(ctx.op.params_as_Pool2dParams()));
+  const auto& a = ctx.args<schema::Pool2dArgs>();
+  max_pool2d_f32(ctx.in<const float>(0), shape4(a.x), ctx.out<float>(0), shape4(a.y),
+                 pool_params(a));
 }
 
 void avg_pool_run(const OpContext& ctx) {
-  avg_pool2d_f32(ctx.inputs[0].as<const float>(), shape4(ctx.inputs[0]),
-                 ctx.outputs[0].as<float>(), shape4(ctx.outputs[0]),
-                 pool_params(ctx.op.params_as_Pool2dParams()));
+  const auto& a = ctx.args<schema::Pool2dArgs>();
+  avg_pool2d_f32(ctx.in<const float>(0), shape4(a.x), ctx.out<float>(0), shape4(a.y),
+                 pool_params(a));
 }
 
 // ---- mean over axes ---------------------------------------------------------
 
 Error mean_check(const OpContext& ctx) {
-  TMCU_CHECK(check::operands(ctx, 1, 1, 1, DType::F32), Error::InvalidOp);
-  const schema::ReduceParams p = ctx.op.params_as_ReduceParams();
-  const TensorView& x = ctx.inputs[0];
-  TMCU_CHECK(p.valid() && x.rank >= 1 && p.axis_mask() != 0 &&
-                 (p.axis_mask() >> x.rank) == 0,
+  TMCU_CHECK(check::counts(ctx, 1, 1, 1) &&
+                 check::args<schema::MeanArgs>(ctx, OpParams::ReduceParams),
              Error::InvalidOp);
+  const auto& a = ctx.args<schema::MeanArgs>();
+  const Operand& x = ctx.input(0);
+  TMCU_CHECK(f32(x) && f32(ctx.output(0)) && x.rank >= 1 && a.axis_mask != 0 &&
+                 (a.axis_mask >> x.rank) == 0,
+             Error::InvalidOp);
+  TMCU_TRY(check::holds(x, a.x));
   int64_t kept = 1;
-  for (int32_t d = 0; d < x.rank; ++d) {
-    if (((p.axis_mask() >> d) & 1) == 0) kept *= x.dims[d];
+  for (uint32_t d = 0; d < x.rank; ++d) {
+    if (((a.axis_mask >> d) & 1) == 0) kept *= a.x[d];
   }
-  TMCU_CHECK(kept == ctx.outputs[0].numel(), Error::InvalidOp);
+  TMCU_CHECK(kept * 4 == ctx.output(0).nbytes, Error::InvalidOp);
   return Error::Ok;
 }
 
 void mean_run(const OpContext& ctx) {
-  const TensorView& x = ctx.inputs[0];
-  mean_f32(x.as<const float>(), x.dims, x.rank, ctx.op.params_as_ReduceParams().axis_mask(),
-           ctx.outputs[0].as<float>());
+  const auto& a = ctx.args<schema::MeanArgs>();
+  mean_f32(ctx.in<const float>(0), a.x, int32_t(ctx.input(0).rank), a.axis_mask,
+           ctx.out<float>(0));
 }
 
 // ---- softmax over one axis --------------------------------------------------
 
 Error softmax_check(const OpContext& ctx) {
-  TMCU_CHECK(check::operands(ctx, 1, 1, 1, DType::F32), Error::InvalidOp);
-  const schema::SoftmaxParams p = ctx.op.params_as_SoftmaxParams();
-  const TensorView& x = ctx.inputs[0];
-  TMCU_CHECK(p.valid() && p.axis() >= 0 && p.axis() < x.rank, Error::InvalidOp);
-  TMCU_CHECK(check::same_dims(x, ctx.outputs[0]), Error::InvalidOp);
+  TMCU_CHECK(check::counts(ctx, 1, 1, 1) &&
+                 check::args<schema::SoftmaxArgs>(ctx, OpParams::SoftmaxParams),
+             Error::InvalidOp);
+  const auto& a = ctx.args<schema::SoftmaxArgs>();
+  const Operand& x = ctx.input(0);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(f32(x) && f32(y), Error::InvalidOp);
+  TMCU_TRY(check::holds(x, a.x));
+  TMCU_TRY(check::holds(y, a.y));
+  TMCU_CHECK(a.axis >= 0 && a.axis < int32_t(x.rank) && y.rank == x.rank &&
+                 check::same_dims(a.x, a.y, x.rank),
+             Error::InvalidOp);
   return Error::Ok;
 }
 
 void softmax_run(const OpContext& ctx) {
-  const TensorView& x = ctx.inputs[0];
-  const int32_t axis = ctx.op.params_as_SoftmaxParams().axis();
-  softmax_f32(x.as<const float>(), ctx.outputs[0].as<float>(),
-              int32_t(check::extent(x, 0, axis)), x.dims[axis],
-              int32_t(check::extent(x, axis + 1, x.rank)));
+  const auto& a = ctx.args<schema::SoftmaxArgs>();
+  const int32_t rank = int32_t(ctx.input(0).rank);
+  softmax_f32(ctx.in<const float>(0), ctx.out<float>(0), int32_t(check::extent(a.x, 0, a.axis)),
+              a.x[a.axis], int32_t(check::extent(a.x, a.axis + 1, rank)));
 }
 
-// ---- data movement: permute, concat, copy (any dtype) -----------------------
+// ---- data movement: permute, concat, copy, pad (any dtype) -------------------
 
-Error same_dtype_operands(const OpContext& ctx, uint32_t min_in, uint32_t max_in) {
-  TMCU_CHECK(ctx.num_inputs >= 1, Error::InvalidOp);
-  TMCU_CHECK(check::operands(ctx, min_in, max_in, 1, ctx.inputs[0].dtype), Error::InvalidOp);
-  return Error::Ok;
+// Inputs and the output of one (known) dtype.
+TMCU_INLINE bool same_dtype(const OpContext& ctx) {
+  const DType t = ctx.input(0).dtype;
+  for (uint32_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!check::is(ctx.input(i), t)) return false;
+  }
+  return ctx.output(0).dtype == t;
 }
 
 Error permute_check(const OpContext& ctx) {
-  TMCU_TRY(same_dtype_operands(ctx, 1, 1));
-  const schema::PermuteParams p = ctx.op.params_as_PermuteParams();
-  TMCU_CHECK(p.valid(), Error::InvalidOp);
-  const TensorView& x = ctx.inputs[0];
-  const TensorView& y = ctx.outputs[0];
-  const fb::Vector<int32_t> perm = p.perm();
-  TMCU_CHECK(x.rank >= 1 && y.rank == x.rank && perm.size() == uint32_t(x.rank),
+  TMCU_CHECK(check::counts(ctx, 1, 1, 1) && same_dtype(ctx) &&
+                 check::args<schema::PermuteArgs>(ctx, OpParams::PermuteParams),
              Error::InvalidOp);
-  TMCU_CHECK(check::disjoint(x, y), Error::InvalidOp);  // the kernel copies with memcpy
+  const auto& a = ctx.args<schema::PermuteArgs>();
+  const Operand& x = ctx.input(0);
+  const Operand& y = ctx.output(0);
+  TMCU_TRY(check::holds(x, a.x));
+  TMCU_TRY(check::holds(y, a.y));
+  TMCU_CHECK(x.rank >= 1 && y.rank == x.rank && a.perm_size == int32_t(x.rank), Error::InvalidOp);
   uint32_t seen = 0;
-  for (int32_t d = 0; d < x.rank; ++d) {
-    const int32_t from = perm[uint32_t(d)];
-    TMCU_CHECK(from >= 0 && from < x.rank && ((seen >> from) & 1) == 0, Error::InvalidOp);
+  for (uint32_t d = 0; d < x.rank; ++d) {
+    const int32_t from = a.perm[d];
+    TMCU_CHECK(from >= 0 && from < int32_t(x.rank) && ((seen >> from) & 1) == 0, Error::InvalidOp);
     seen |= 1u << from;
-    TMCU_CHECK(y.dims[d] == x.dims[from], Error::InvalidOp);
+    TMCU_CHECK(a.y[d] == a.x[from], Error::InvalidOp);
   }
   return Error::Ok;
 }
 
 void permute_run(const OpContext& ctx) {
-  const TensorView& x = ctx.inputs[0];
-  const fb::Vector<int32_t> perm_fb = ctx.op.params_as_PermuteParams().perm();
-  int32_t perm[kMaxRank];
-  for (int32_t d = 0; d < x.rank; ++d) perm[d] = perm_fb[uint32_t(d)];
-  permute(x.data, x.dims, x.rank, perm, ctx.outputs[0].data, dtype_size(x.dtype));
+  const auto& a = ctx.args<schema::PermuteArgs>();
+  const Operand& x = ctx.input(0);
+  permute(ctx.data<const void>(x), a.x, int32_t(x.rank), a.perm, ctx.out<void>(0),
+          dtype_size(x.dtype));
+}
+
+// CONCAT's arguments: ConcatArgs, then [int:6] dims per input.
+const int32_t* concat_dims(const OpContext& ctx, uint32_t i) {
+  return reinterpret_cast<const int32_t*>(ctx.arg_words() + sizeof(schema::ConcatArgs) / 4) +
+         kMaxRank * i;
 }
 
 Error concat_check(const OpContext& ctx) {
-  TMCU_TRY(same_dtype_operands(ctx, ctx.num_inputs, kMaxInputs));
-  const schema::ConcatParams p = ctx.op.params_as_ConcatParams();
-  const TensorView& y = ctx.outputs[0];
-  TMCU_CHECK(p.valid() && p.axis() >= 0 && p.axis() < y.rank, Error::InvalidOp);
+  TMCU_CHECK(check::counts(ctx, 1, kMaxInputs, 1) && same_dtype(ctx) &&
+                 ctx.num_args() * 4 == sizeof(schema::ConcatArgs) + 4 * kMaxRank * ctx.num_inputs() &&
+                 ctx.params_type() == OpParams::ConcatParams,
+             Error::InvalidOp);
+  const auto& a = ctx.args<schema::ConcatArgs>();
+  const Operand& y = ctx.output(0);
+  TMCU_TRY(check::holds(y, a.y));
+  TMCU_CHECK(a.axis >= 0 && a.axis < int32_t(y.rank), Error::InvalidOp);
   int64_t total = 0;
-  for (uint32_t i = 0; i < ctx.num_inputs; ++i) {
-    const TensorView& x = ctx.inputs[i];
-    TMCU_CHECK(x.rank == y.rank && check::disjoint(x, y), Error::InvalidOp);
-    for (int32_t d = 0; d < y.rank; ++d) {
-      TMCU_CHECK(d == p.axis() || x.dims[d] == y.dims[d], Error::InvalidOp);
+  for (uint32_t i = 0; i < ctx.num_inputs(); ++i) {
+    const Operand& x = ctx.input(i);
+    const int32_t* dims = concat_dims(ctx, i);
+    TMCU_TRY(check::holds(x, dims));
+    TMCU_CHECK(x.rank == y.rank, Error::InvalidOp);
+    for (int32_t d = 0; d < int32_t(y.rank); ++d) {
+      TMCU_CHECK(d == a.axis || dims[d] == a.y[d], Error::InvalidOp);
     }
-    total += x.dims[p.axis()];
+    total += dims[a.axis];
   }
-  TMCU_CHECK(total == y.dims[p.axis()], Error::InvalidOp);
+  TMCU_CHECK(total == a.y[a.axis], Error::InvalidOp);
   return Error::Ok;
 }
 
 void concat_run(const OpContext& ctx) {
-  const int32_t axis = ctx.op.params_as_ConcatParams().axis();
+  const auto& a = ctx.args<schema::ConcatArgs>();
   const void* srcs[kMaxInputs];
   size_t inner[kMaxInputs];
-  const size_t elem = dtype_size(ctx.outputs[0].dtype);
-  for (uint32_t i = 0; i < ctx.num_inputs; ++i) {
-    srcs[i] = ctx.inputs[i].data;
-    inner[i] = size_t(check::extent(ctx.inputs[i], axis, ctx.inputs[i].rank)) * elem;
+  const size_t elem = dtype_size(ctx.output(0).dtype);
+  const int32_t rank = int32_t(ctx.output(0).rank);
+  for (uint32_t i = 0; i < ctx.num_inputs(); ++i) {
+    srcs[i] = ctx.data<const void>(ctx.input(i));
+    inner[i] = size_t(check::extent(concat_dims(ctx, i), a.axis, rank)) * elem;
   }
-  concat(srcs, inner, int32_t(ctx.num_inputs), int32_t(check::extent(ctx.outputs[0], 0, axis)),
-         ctx.outputs[0].data);
+  concat(srcs, inner, int32_t(ctx.num_inputs()), int32_t(check::extent(a.y, 0, a.axis)),
+         ctx.out<void>(0));
 }
 
 Error copy_check(const OpContext& ctx) {
-  TMCU_TRY(same_dtype_operands(ctx, 1, 1));
-  TMCU_CHECK(ctx.inputs[0].nbytes == ctx.outputs[0].nbytes, Error::InvalidOp);
+  TMCU_CHECK(check::counts(ctx, 1, 1, 1) && same_dtype(ctx) && ctx.num_args() == 0 &&
+                 ctx.input(0).nbytes == ctx.output(0).nbytes,
+             Error::InvalidOp);
   return Error::Ok;
 }
 
 void copy_run(const OpContext& ctx) {
-  std::memmove(ctx.outputs[0].data, ctx.inputs[0].data, ctx.outputs[0].nbytes);
+  // memmove: the output may be the input itself (a no-op then).
+  std::memmove(ctx.out<void>(0), ctx.in<const void>(0), ctx.output(0).nbytes);
 }
 
-// ---- constant padding (F32 or I8): out dim d = before[d] + in dim d + after[d]
-
+// Constant padding (F32 or I8): out dim d = before[d] + in dim d + after[d].
 Error pad_check(const OpContext& ctx) {
-  TMCU_TRY(same_dtype_operands(ctx, 1, 1));
-  const TensorView& x = ctx.inputs[0];
-  const TensorView& y = ctx.outputs[0];
-  TMCU_CHECK((x.dtype == DType::F32 || x.dtype == DType::I8) && check::disjoint(x, y), Error::InvalidOp);
-  const schema::PadParams p = ctx.op.params_as_PadParams();
-  TMCU_CHECK(p.valid(), Error::InvalidOp);
-  const fb::Vector<int32_t> before = p.before();
-  const fb::Vector<int32_t> after = p.after();
-  TMCU_CHECK(x.rank >= 1 && y.rank == x.rank && before.size() == uint32_t(x.rank) &&
-                 after.size() == uint32_t(x.rank),
+  TMCU_CHECK(check::counts(ctx, 1, 1, 1) && same_dtype(ctx) &&
+                 check::args<schema::PadArgs>(ctx, OpParams::PadParams),
              Error::InvalidOp);
-  for (int32_t d = 0; d < x.rank; ++d) {
-    const int32_t b = before[uint32_t(d)];
-    const int32_t a = after[uint32_t(d)];
-    TMCU_CHECK(check::small(b, 0) && check::small(a, 0) &&
-                   int64_t(b) + x.dims[d] + a == int64_t(y.dims[d]),
+  const auto& a = ctx.args<schema::PadArgs>();
+  const Operand& x = ctx.input(0);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(x.dtype == DType::F32 || x.dtype == DType::I8, Error::InvalidOp);
+  TMCU_TRY(check::holds(x, a.x));
+  TMCU_TRY(check::holds(y, a.y));
+  const int32_t rank = int32_t(x.rank);
+  TMCU_CHECK(rank >= 1 && y.rank == x.rank && a.before_size == rank && a.after_size == rank,
+             Error::InvalidOp);
+  for (int32_t d = 0; d < rank; ++d) {
+    TMCU_CHECK(check::small(a.before[d], 0) && check::small(a.after[d], 0) &&
+                   int64_t(a.before[d]) + a.x[d] + a.after[d] == int64_t(a.y[d]),
                Error::InvalidOp);
   }
   if (x.dtype == DType::I8) {  // one quantization in and out; the value an int8
-    TMCU_CHECK(p.qvalue() >= -128 && p.qvalue() <= 127 && x.scale == y.scale &&
-                   x.zero_point == y.zero_point,
+    TMCU_CHECK(a.qvalue >= -128 && a.qvalue <= 127 && a.x_scale == a.y_scale &&
+                   a.x_zero_point == a.y_zero_point,
                Error::InvalidOp);
   }
   return Error::Ok;
 }
 
 void pad_run(const OpContext& ctx) {
-  const TensorView& x = ctx.inputs[0];
-  const schema::PadParams p = ctx.op.params_as_PadParams();
-  int32_t before[kMaxRank];
-  int32_t after[kMaxRank];
-  for (int32_t d = 0; d < x.rank; ++d) {
-    before[d] = p.before()[uint32_t(d)];
-    after[d] = p.after()[uint32_t(d)];
-  }
-  const float fvalue = p.value();
-  const int8_t qvalue = static_cast<int8_t>(p.qvalue());
+  const auto& a = ctx.args<schema::PadArgs>();
+  const Operand& x = ctx.input(0);
+  const float fvalue = a.value;
+  const int8_t qvalue = static_cast<int8_t>(a.qvalue);
   const void* value = x.dtype == DType::F32 ? static_cast<const void*>(&fvalue)
                                             : static_cast<const void*>(&qvalue);
-  pad(x.data, x.dims, x.rank, before, after, value, ctx.outputs[0].data, dtype_size(x.dtype));
-}
-
-// ---- hardswish ----------------------------------------------------------------
-
-void hardswish_run(const OpContext& ctx) {
-  hardswish_f32(ctx.inputs[0].as<const float>(), ctx.outputs[0].as<float>(),
-                ctx.outputs[0].numel());
+  pad(ctx.data<const void>(x), a.x, int32_t(x.rank), a.before, a.after, value, ctx.out<void>(0),
+      dtype_size(x.dtype));
 }
 
 // ---- batch matmul: a [..., M, K], b [..., K, N] -> [..., M, N], same batch dims
 
-Error matmul_shapes_check(const OpContext& ctx) {
-  const TensorView& a = ctx.inputs[0];
-  const TensorView& b = ctx.inputs[1];
-  const TensorView& y = ctx.outputs[0];
-  const int32_t r = y.rank;
-  TMCU_CHECK(r >= 2 && a.rank == r && b.rank == r, Error::InvalidOp);
+Error batch_matmul_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
+                 check::args<schema::BatchMatmulArgs>(ctx, OpParams::NONE),
+             Error::InvalidOp);
+  const auto& p = ctx.args<schema::BatchMatmulArgs>();
+  const Operand& a = ctx.input(0);
+  const Operand& b = ctx.input(1);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(f32(a) && f32(b) && f32(y), Error::InvalidOp);
+  TMCU_TRY(check::holds(a, p.a));
+  TMCU_TRY(check::holds(b, p.b));
+  TMCU_TRY(check::holds(y, p.y));
+  const int32_t r = int32_t(y.rank);
+  TMCU_CHECK(r >= 2 && a.rank == y.rank && b.rank == y.rank, Error::InvalidOp);
   for (int32_t d = 0; d < r - 2; ++d) {
-    TMCU_CHECK(a.dims[d] == y.dims[d] && b.dims[d] == y.dims[d], Error::InvalidOp);
+    TMCU_CHECK(p.a[d] == p.y[d] && p.b[d] == p.y[d], Error::InvalidOp);
   }
-  TMCU_CHECK(a.dims[r - 1] == b.dims[r - 2] && a.dims[r - 2] == y.dims[r - 2] &&
-                 b.dims[r - 1] == y.dims[r - 1],
+  TMCU_CHECK(p.a[r - 1] == p.b[r - 2] && p.a[r - 2] == p.y[r - 2] && p.b[r - 1] == p.y[r - 1],
              Error::InvalidOp);
   return Error::Ok;
 }
 
-Error batch_matmul_check(const OpContext& ctx) {
-  TMCU_CHECK(check::operands(ctx, 2, 2, 1, DType::F32), Error::InvalidOp);
-  TMCU_CHECK(check::disjoint(ctx.inputs[0], ctx.outputs[0]) && check::disjoint(ctx.inputs[1], ctx.outputs[0]),
-             Error::InvalidOp);
-  return matmul_shapes_check(ctx);
-}
-
 void batch_matmul_run(const OpContext& ctx) {
-  const TensorView& a = ctx.inputs[0];
-  const TensorView& b = ctx.inputs[1];
-  const int32_t r = a.rank;
-  batch_matmul_f32(a.as<const float>(), b.as<const float>(), ctx.outputs[0].as<float>(),
-                   int32_t(check::extent(a, 0, r - 2)), a.dims[r - 2], a.dims[r - 1],
-                   b.dims[r - 1]);
+  const auto& p = ctx.args<schema::BatchMatmulArgs>();
+  const int32_t r = int32_t(ctx.input(0).rank);
+  batch_matmul_f32(ctx.in<const float>(0), ctx.in<const float>(1), ctx.out<float>(0),
+                   int32_t(check::extent(p.a, 0, r - 2)), p.a[r - 2], p.a[r - 1], p.b[r - 1]);
 }
 
 }  // namespace
@@ -432,22 +447,22 @@ void batch_matmul_run(const OpContext& ctx) {
 const Kernel kLinearF32 = {linear_check, linear_run};
 const Kernel kConv2dF32 = {conv2d_check, conv2d_run};
 const Kernel kDepthwiseConv2dF32 = {depthwise_check, depthwise_run};
-const Kernel kClampF32 = {clamp_check, clamp_run};
-const Kernel kSigmoidF32 = {unary_check, sigmoid_run};
-const Kernel kTanhF32 = {unary_check, tanh_run};
-const Kernel kAddF32 = {binary_check, binary_run<add_f32>};
-const Kernel kMulF32 = {binary_check, binary_run<mul_f32>};
+const Kernel kClampF32 = {clamp_check, clamp_run, kInplaceFirst};
+const Kernel kSigmoidF32 = {no_args_unary_check, sigmoid_run, kInplaceFirst};
+const Kernel kTanhF32 = {no_args_unary_check, tanh_run, kInplaceFirst};
+const Kernel kAddF32 = {binary_check, binary_run<add_f32>, kInplaceBoth};
+const Kernel kMulF32 = {binary_check, binary_run<mul_f32>, kInplaceBoth};
 const Kernel kMaxPool2dF32 = {pool_check, max_pool_run};
 const Kernel kAvgPool2dF32 = {pool_check, avg_pool_run};
 const Kernel kMeanF32 = {mean_check, mean_run};
 const Kernel kSoftmaxF32 = {softmax_check, softmax_run};
 const Kernel kPermute = {permute_check, permute_run};
 const Kernel kConcat = {concat_check, concat_run};
-const Kernel kCopy = {copy_check, copy_run};
+const Kernel kCopy = {copy_check, copy_run, kInplaceFirst};
 const Kernel kPad = {pad_check, pad_run};
-const Kernel kMaximumF32 = {binary_check, binary_run<maximum_f32>};
-const Kernel kMinimumF32 = {binary_check, binary_run<minimum_f32>};
-const Kernel kHardswishF32 = {unary_check, hardswish_run};
+const Kernel kMaximumF32 = {binary_check, binary_run<maximum_f32>, kInplaceBoth};
+const Kernel kMinimumF32 = {binary_check, binary_run<minimum_f32>, kInplaceBoth};
+const Kernel kHardswishF32 = {no_args_unary_check, hardswish_run, kInplaceFirst};
 const Kernel kBatchMatmulF32 = {batch_matmul_check, batch_matmul_run};
 
 }  // namespace portable

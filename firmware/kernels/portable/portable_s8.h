@@ -43,6 +43,12 @@ struct QuantConvParams {
   int32_t act_min, act_max;
 };
 
+/// conv2d_s8, depthwise_conv2d_s8 and linear_s8 require their multipliers in
+/// [0, 2^31), shifts in [-31, 30] and biases small enough that the int32
+/// accumulator cannot overflow (see requant_in_range in requantize_s8.h):
+/// the executor's glue (ops_s8.cc) checks these tensor values when the op
+/// runs and outputs zeros instead of calling the kernel on others.
+///
 /// acc = bias[c] + sum over taps and input channels of (in + input_offset) * w;
 /// out = clamp(requantize(acc, multiplier[c], shift[c]) + output_offset).
 /// bias may be null (zero). groups == 1.

@@ -35,6 +35,28 @@ inline int32_t requantize(int32_t x, int32_t multiplier, int32_t shift) {
   return (t >> e) + ((t >> (e - 1)) & 1);
 }
 
+// Per-channel multipliers and shifts, and biases, are tensor values, which no
+// load-time check reads: the glue of the kernels that take them looks at them
+// each time the op runs (a pass over the channels, before the real work) and
+// outputs zeros instead should requantize() or the accumulator be unable to
+// take them. In range: multiplier in [0, 2^31), shift in [-31, 30], bias
+// within room = INT32_MAX - terms * per_term of zero, where the accumulator
+// adds `terms` products of at most per_term each (the load-time checks bound
+// terms * per_term by INT32_MAX), so it cannot overflow. Values a compiler
+// emits are always in range.
+inline bool requant_in_range(const int32_t* bias, const int32_t* multiplier, const int32_t* shift,
+                             int32_t channels, int32_t num_requant, int64_t terms, int64_t per_term) {
+  const int32_t room = static_cast<int32_t>(INT32_MAX - terms * per_term);
+  for (int32_t c = 0; c < channels; ++c) {
+    const int32_t b = bias ? bias[c] : 0;
+    if (b < -room || b > room) return false;
+  }
+  for (int32_t c = 0; c < num_requant; ++c) {
+    if (multiplier[c] < 0 || shift[c] < -31 || shift[c] > 30) return false;
+  }
+  return true;
+}
+
 // Requantize an accumulator and produce the int8 output: the clamp runs
 // before the output offset is added, against bounds lo = act_min - offset and
 // hi = act_max - offset, so a saturated value cannot overflow the addition.
