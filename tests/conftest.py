@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -15,6 +16,10 @@ from torchmcu.build import build_host_runner
 from torchmcu.compiler import compile
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The memory-plan picture costs a matplotlib import and a render per compile;
+# tests/test_memory.py turns it back on where it checks the picture.
+os.environ.setdefault("TORCHMCU_PLOT", "0")
 
 needs_qemu = pytest.mark.skipif(shutil.which("qemu-system-arm") is None,
                                 reason="qemu-system-arm not installed (make setup installs it)")

@@ -19,12 +19,12 @@ import numpy as np
 import torch
 
 from . import serialize
-from .boards import Board, load_board
+from .boards import BOARDS_DIR, Board, load_board
 from .capture import capture
 from .errors import CompileError
 from .layout import PGraph, to_program_graph
 from .lower import lower
-from .plan import Plan, plan
+from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, plan
 
 
 @dataclass
@@ -37,18 +37,39 @@ class Compiled:
     report: dict[str, Any]
 
 
+# Bytes kept free in the data memory beside the stack for the runtime's and the
+# application's own .data and .bss.
+DATA_RESERVE = 4096
+
+
+def arena_regions(board: Board, budgets: dict[str, int] | None = None) -> list[RegionSpec]:
+    """The board's memories that may hold arenas, fastest first, each with
+    the bytes an arena may take there: its size, less the stack and a
+    reserve in the data memory, capped by the user's budget."""
+    budgets = dict(budgets or {})
+    able = sorted((m for m in board.memories if "arena" in m.holds), key=lambda m: (m.speed, m.base))
+    unknown = [k for k in budgets if k not in {m.name for m in able}]
+    if unknown:
+        raise CompileError(f"budget for {', '.join(unknown)}: board {board.name} has no such memory for "
+                           f"activations; memories that can hold them: {', '.join(m.name for m in able)}")
+    regions = []
+    for m in able:
+        room = m.size - (board.stack_size + DATA_RESERVE if m.name == board.data_memory else 0)
+        if m.name in budgets:
+            if budgets[m.name] < 0:
+                raise CompileError(f"budget for {m.name} must be >= 0, got {budgets[m.name]}")
+            room = min(room, budgets[m.name])
+        if room > 0:
+            regions.append(RegionSpec(m.name, m.speed, room))
+    return regions
+
+
 def choose_arena_memory(board: Board, size: int) -> str:
-    """The fastest memory that may hold arenas and has room for `size`
-    (beside the stack, when it shares the memory)."""
-    candidates = sorted((m for m in board.memories if "arena" in m.holds), key=lambda m: m.speed)
-    for m in candidates:
-        room = m.size - (board.stack_size if m.name == board.data_memory else 0)
-        if size <= room:
-            return m.name
-    best = max((m.size for m in candidates), default=0)
-    raise CompileError(
-        f"the model needs {size} bytes of activations in one arena, but the largest memory of "
-        f"board {board.name} that can hold arenas has {best} bytes (short by {size - best})")
+    """The fastest memory that may hold `size` bytes of arena."""
+    for r in arena_regions(board):
+        if size <= r.capacity:
+            return r.name
+    raise CompileError(f"no memory of board {board.name} has room for an arena of {size:,} bytes")
 
 
 # Room left in the code memory for the runtime, kernels and startup when a
@@ -85,7 +106,9 @@ _NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "QUANTIZE_S8", "DEQUANTIZE_
 
 def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str | Board,
             out_dir: str | Path, quant: str = "float32", calibration: Any = None,
-            progress: bool = True, io: str = "float") -> Compiled:
+            progress: bool = True, io: str = "float", budgets: dict[str, int] | None = None,
+            pins: dict[str, str] | None = None, inplace: bool = True, copy_hot_weights: bool = False,
+            tile: bool = False) -> Compiled:
     """Compile `model` for `board` into `out_dir` (created).
 
     quant: "float32", or "int8" (post-training quantization calibrated on
@@ -94,6 +117,16 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     float32 (the program quantizes and dequantizes at its edges) unless
     io="int8": then the program takes and gives int8 at the scales of its
     first and last ops (model.json records them), saving the float buffers.
+
+    Memory: activations go to the board's fastest memories first and spill
+    to slower ones. budgets caps a memory ({"dtcm": 16384}; 0 keeps it
+    out); pins puts a tensor's or an op's buffers in a memory
+    ({"conv1": "sram"}). inplace lets concat inputs live in their output's
+    slices and element-wise ops overwrite a dying input. copy_hot_weights
+    copies the most-read weights at load into RAM the plan left free, when
+    that RAM is faster than the memory the program is in. tile splits the
+    first layers into row bands so that their large outputs never exist
+    whole (bit-exact; it recomputes the rows the bands share).
     """
     board = board if isinstance(board, Board) else load_board(board)
     if quant not in QUANT_SCHEMES:
@@ -116,16 +149,28 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     pg = to_program_graph(graph)
     if quant == "int8":
         _warn_fallbacks(pg)
-    mem = plan(pg)
-    arena = serialize.ArenaSpec(choose_arena_memory(board, mem.arena_bytes), mem.arena_bytes)
-    prog, segment = serialize.program_dict(pg, mem, arena)
+    regions = arena_regions(board, budgets)
+    mem = plan(pg, regions, PlanOptions(budgets=dict(budgets or {}), pins=dict(pins or {}), inplace=inplace,
+                                        tile=tile))
+    arenas = [serialize.ArenaSpec(r.name, r.arena_bytes) for r in mem.regions]
+    prog, segment = serialize.program_dict(pg, mem, arenas)
     pte = serialize.to_pte(prog, segment)
     program_memory = choose_program_memory(board, len(pte), quant)
+    hot_note = None
+    if copy_hot_weights:
+        speed = board.memory(program_memory).speed
+        if not any(r.speed < speed for r in mem.regions):
+            hot_note = (f"nothing copied: the program's memory {program_memory} is as fast as the RAM "
+                        f"the plan uses ({', '.join(r.name for r in mem.regions)})")
+        elif copy_hot_weights_into(pg, mem, speed):
+            arenas = [serialize.ArenaSpec(r.name, r.arena_bytes) for r in mem.regions]
+            prog, segment = serialize.program_dict(pg, mem, arenas)
+            pte = serialize.to_pte(prog, segment)
     (out / "model.pte").write_bytes(pte)
     h, c = serialize.model_pte_sources(pte)
     (out / "model_pte.h").write_text(h)
     (out / "model_pte.c").write_text(c)
-    h, c = serialize.model_arena_sources([arena])
+    h, c = serialize.model_arena_sources(arenas)
     (out / "model_arenas.h").write_text(h)
     (out / "model_arenas.c").write_text(c)
     codes = sorted({op.code for op in pg.ops})
@@ -137,9 +182,10 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         ref = ep.module()(*example_inputs)
     refs = ref if isinstance(ref, (tuple, list)) else (ref,)
     meta = {
-        "board": board.name,
+        # A board of the repository by name; one described in the user's own file by its path.
+        "board": board.name if board.source is None or board.source.parent == BOARDS_DIR else str(board.source),
         "program_memory": program_memory,
-        "arenas": [{"name": arena.name, "section": serialize.arena_section(arena), "size": arena.size}],
+        "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size} for a in arenas],
         "inputs": [_tensor_meta(x, pg.tensors[t].name, pg.tensors[t]) for x, t in zip(example_inputs, pg.inputs)],
         "outputs": [_tensor_meta(r, f"output_{k}", pg.tensors[t]) for k, (r, t) in enumerate(zip(refs, pg.outputs))],
         "float_tolerance": FLOAT_TOLERANCE,
@@ -148,8 +194,12 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
     np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
 
-    report = make_report(board, pg, mem, arena, pte, len(segment))
-    (out / "memory_plan.json").write_text(json.dumps(memory_plan(pg, mem, arena), indent=2) + "\n")
+    report = make_report(board, pg, mem, pte, len(segment), program_memory)
+    (out / "memory_plan.json").write_text(json.dumps(memory_plan(pg, mem), indent=2) + "\n")
+    picture = memory_picture(pg, mem, out / "memory_plan.png")
+    report["memory"]["picture"] = picture
+    if hot_note:
+        report["memory"]["hot_weights_note"] = hot_note
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "report.txt").write_text(format_report(report))
     return Compiled(out, board, pg, mem, pte, report)
@@ -172,28 +222,132 @@ def _warn_fallbacks(pg: PGraph) -> None:
             op.backend = "portable (float fallback)"
 
 
-def memory_plan(pg: PGraph, mem: Plan, arena: serialize.ArenaSpec) -> dict[str, Any]:
-    buffers = []
-    for b, (first, last) in sorted(mem.lifetimes.items()):
-        names = [t.name for t in pg.tensors if t.buffer == b]
-        buffers.append({"buffer": b, "tensors": names, "bytes": pg.buffers[b], "offset": mem.offsets[b],
-                        "first_op": first, "last_op": last})
-    return {"arena": arena.name, "arena_bytes": mem.arena_bytes, "lower_bound_bytes": mem.lower_bound_bytes,
-            "buffers": buffers}
+def memory_plan(pg: PGraph, mem: Plan) -> dict[str, Any]:
+    regions = []
+    for k, reg in enumerate(mem.regions):
+        buffers = []
+        for b in sorted(reg.buffers):
+            first, last = mem.lifetimes[b]
+            names = [t.name for t in pg.tensors if t.buffer == b]
+            buffers.append({"buffer": b, "tensors": names, "bytes": pg.buffers[b], "offset": mem.offsets[b],
+                            "first_op": first, "last_op": last})
+        hot = [{"tensor": pg.tensors[h.tensor].name, "bytes": h.nbytes, "offset": h.offset,
+                "reads_per_byte": round(h.reads_per_byte, 2)} for h in mem.hot if h.region == k]
+        regions.append({"arena": k, "name": reg.name, "arena_bytes": reg.arena_bytes,
+                        "lower_bound_bytes": reg.lower_bound_bytes, "capacity_bytes": reg.capacity,
+                        "buffers": buffers, "hot_weights": hot})
+    return {"arena_bytes": mem.arena_bytes, "lower_bound_bytes": mem.lower_bound_bytes,
+            "classic_lower_bound_bytes": mem.classic_lower_bound_bytes, "aliasing": mem.aliasing,
+            "regions": regions}
+
+
+def copy_hot_weights_into(pg: PGraph, mem: Plan, program_speed: int) -> bool:
+    """Plan --copy-hot-weights; True when some weights were placed."""
+    return bool(copy_hot_weights(pg, mem, program_speed))
+
+
+_STATE_CACHE: dict[tuple[str, ...], int | None] = {}
+
+
+def runtime_state_bytes(board: Board) -> int | None:
+    """sizeof(torchmcu::Method) on the board's core: the only RAM the
+    runtime keeps besides the planned arenas. Measured by compiling it with
+    the board's flags (None when arm-none-eabi-g++ is not installed)."""
+    import hashlib
+    import re
+    import shutil
+    import subprocess
+    import tempfile
+
+    gxx = shutil.which("arm-none-eabi-g++")
+    if gxx is None:
+        return None
+    firmware = Path(__file__).resolve().parents[2] / "firmware"
+    digest = hashlib.sha256()
+    for h in sorted((firmware / "core").glob("*.h")):
+        digest.update(h.read_bytes())
+    key = (digest.hexdigest(), *board.cflags)
+    if key not in _STATE_CACHE:
+        src = ('#include "core/method.h"\n'
+               'extern "C" { extern const unsigned tmcu_state_bytes; '
+               'const unsigned tmcu_state_bytes = sizeof(torchmcu::Method); }\n')
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "state.cc").write_text(src)
+            r = subprocess.run([gxx, *board.cflags, "-std=c++17", "-fno-rtti", "-fno-exceptions", "-O1",
+                                f"-I{firmware}", "-S", "-o", "-", str(Path(d) / "state.cc")],
+                               capture_output=True, text=True)
+        m = re.search(r"tmcu_state_bytes:\s*\.word\s+(\d+)", r.stdout)
+        _STATE_CACHE[key] = int(m.group(1)) if r.returncode == 0 and m else None
+    return _STATE_CACHE[key]
+
+
+def memory_picture(pg: PGraph, mem: Plan, path: Path) -> str | None:
+    """A PNG of buffers over time, one panel per region. Needs matplotlib;
+    TORCHMCU_PLOT=0 skips it (the tests do, for speed)."""
+    import os
+
+    if os.environ.get("TORCHMCU_PLOT", "1") == "0":
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Rectangle
+    except ImportError:
+        return None
+    n = max(len(mem.regions), 1)
+    fig, axes = plt.subplots(n, 1, figsize=(10, 3.2 * n), squeeze=False)
+    cmap = plt.get_cmap("tab20")
+    steps = len(pg.ops)
+    for k, reg in enumerate(mem.regions):
+        ax = axes[k][0]
+        for j, b in enumerate(sorted(reg.buffers)):
+            first, last = mem.lifetimes[b]
+            size = pg.buffers[b]
+            ax.add_patch(Rectangle((first - 0.45, mem.offsets[b]), last - first + 0.9, size,
+                                   facecolor=cmap(j % 20), edgecolor="black", linewidth=0.4))
+            if size >= 0.08 * max(reg.arena_bytes, 1):
+                name = next((t.name for t in pg.tensors if t.buffer == b), str(b))
+                ax.text((first + last) / 2, mem.offsets[b] + size / 2, name[:18], ha="center", va="center",
+                        fontsize=6)
+        for h in mem.hot:
+            if h.region == k:
+                ax.add_patch(Rectangle((-1.45, h.offset), steps + 1.9, h.nbytes, facecolor="lightgrey",
+                                       edgecolor="grey", hatch="//", linewidth=0.4))
+        ax.axhline(reg.lower_bound_bytes, color="red", linestyle="--", linewidth=0.8,
+                   label=f"lower bound {reg.lower_bound_bytes:,} B")
+        ax.set_xlim(-1.5, steps + 0.5)
+        ax.set_ylim(0, max(reg.arena_bytes, 16) * 1.05)
+        ax.set_xlabel("op index (-1: inputs written; last: outputs read)")
+        ax.set_ylabel("offset (bytes)")
+        ax.set_title(f"{reg.name}: {reg.arena_bytes:,} B planned, lower bound {reg.lower_bound_bytes:,} B")
+        ax.legend(loc="upper right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
 
 
 def meta_quant(pg: PGraph) -> str:
     return "int8" if any(op.code.endswith("_S8") for op in pg.ops) else "float32"
 
 
-def make_report(board: Board, pg: PGraph, mem: Plan, arena: serialize.ArenaSpec, pte: bytes,
-                constant_bytes: int) -> dict[str, Any]:
+def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes: int,
+                program_memory: str | None = None) -> dict[str, Any]:
     ops = [{"index": i, "name": op.name, "kind": op.kind, "code": op.code, "backend": op.backend,
             "macs": op.macs, "source": op.source} for i, op in enumerate(pg.ops)]
     coverage: dict[str, int] = {}
     for op in pg.ops:
         coverage[op.backend] = coverage.get(op.backend, 0) + 1
-    ratio = mem.arena_bytes / mem.lower_bound_bytes if mem.lower_bound_bytes else 1.0
+    regions = []
+    for reg in mem.regions:
+        planned = reg.arena_bytes - reg.hot_bytes
+        regions.append({"name": reg.name, "planned_bytes": planned, "lower_bound_bytes": reg.lower_bound_bytes,
+                        "ratio": round(planned / reg.lower_bound_bytes, 4) if reg.lower_bound_bytes else 1.0,
+                        "capacity_bytes": reg.capacity, "hot_weight_bytes": reg.hot_bytes,
+                        "arena_bytes": reg.arena_bytes})
+    activations = sum(r["planned_bytes"] for r in regions)
     return {
         "board": board.name,
         "quant": meta_quant(pg),
@@ -201,11 +355,19 @@ def make_report(board: Board, pg: PGraph, mem: Plan, arena: serialize.ArenaSpec,
         "coverage": coverage,
         "macs": sum(op.macs for op in pg.ops),
         "memory": {
-            "regions": [{"name": arena.name, "planned_bytes": mem.arena_bytes,
-                         "lower_bound_bytes": mem.lower_bound_bytes, "ratio": round(ratio, 4)}],
+            "regions": regions,
+            "activation_bytes": activations,
+            "lower_bound_bytes": mem.lower_bound_bytes,
+            "classic_lower_bound_bytes": mem.classic_lower_bound_bytes,
+            "ratio_to_classic": round(activations / mem.classic_lower_bound_bytes, 4)
+            if mem.classic_lower_bound_bytes else 1.0,
+            "aliasing": mem.aliasing,
+            "persistent_bytes": runtime_state_bytes(board),
+            "hot_weights": [{"tensor": pg.tensors[h.tensor].name, "region": mem.regions[h.region].name,
+                             "bytes": h.nbytes, "reads_per_byte": round(h.reads_per_byte, 2)} for h in mem.hot],
         },
         "flash": {"program_bytes": len(pte), "constant_bytes": constant_bytes,
-                  "flatbuffer_bytes": len(pte) - constant_bytes},
+                  "flatbuffer_bytes": len(pte) - constant_bytes, "program_memory": program_memory},
         "kernels": sorted({op.code for op in pg.ops}),
     }
 
@@ -217,9 +379,25 @@ def format_report(r: dict[str, Any]) -> str:
         lines.append(f"{op['index']:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op['backend']:<9} "
                      f"{op['macs']:>10}  {op['source'] or ''}")
     lines += ["", f"MACs per inference: {r['macs']:,}", "", "RAM (activations):"]
-    for reg in r["memory"]["regions"]:
-        lines.append(f"  {reg['name']}: {reg['planned_bytes']:,} B planned, lower bound "
-                     f"{reg['lower_bound_bytes']:,} B (ratio {reg['ratio']:.2f})")
+    m = r["memory"]
+    for reg in m["regions"]:
+        hot = f" + {reg['hot_weight_bytes']:,} B hot weights" if reg["hot_weight_bytes"] else ""
+        lines.append(f"  {reg['name']}: {reg['planned_bytes']:,} B planned{hot}, lower bound "
+                     f"{reg['lower_bound_bytes']:,} B (ratio {reg['ratio']:.2f}), "
+                     f"{reg['capacity_bytes']:,} B available")
+    done = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in m["aliasing"].items() if v)
+    lines.append(f"  before aliasing and tiling the lower bound was {m['classic_lower_bound_bytes']:,} B"
+                 + (f" ({done})" if done else ""))
+    state = m["persistent_bytes"]
+    lines.append(f"  runtime state: {state} B per model" if state is not None
+                 else "  runtime state: not measured (arm-none-eabi-g++ not found)")
+    if m.get("hot_weights_note"):
+        lines.append(f"  --copy-hot-weights: {m['hot_weights_note']}")
+    for h in m["hot_weights"]:
+        lines.append(f"  copied at load to {h['region']}: {h['tensor']} ({h['bytes']:,} B, "
+                     f"{h['reads_per_byte']} reads per byte)")
+    if m.get("picture"):
+        lines.append(f"  picture: {m['picture']}")
     f = r["flash"]
     lines += ["", f"Flash (program): {f['program_bytes']:,} B = {f['flatbuffer_bytes']:,} B program "
               f"+ {f['constant_bytes']:,} B constants", ""]

@@ -37,6 +37,7 @@ class PTensor:
     zero_point: int = 0
     channel_scales: tuple[float, ...] = ()  # per-channel int8 weights
     channel_axis: int = -1
+    offset: int = 0  # byte offset in its buffer (a slice: concat inputs, in-place outputs, tiles)
 
     @property
     def nbytes(self) -> int:
@@ -123,7 +124,7 @@ class _Layout:
             return tid
         const = None if src.const is None else src.const.reshape(dims)
         self.p.tensors.append(PTensor(name or src.name, tuple(dims), src.dtype, src.buffer, const,
-                                      src.scale, src.zero_point))
+                                      src.scale, src.zero_point, offset=src.offset))
         return len(self.p.tensors) - 1
 
     def constant(self, name: str, data: np.ndarray, dtype: str = "F32") -> int:

@@ -13,7 +13,7 @@ from . import schema
 from .layout import PGraph
 from .plan import Plan
 
-PROGRAM_VERSION = 1  # firmware/core/program.h kProgramVersion
+PROGRAM_VERSION = 2  # firmware/core/program.h kProgramVersion
 SEGMENT_ALIGN = 16
 WIRE_DTYPES = {"F32": "<f4", "I8": "i1", "I16": "<i2", "I32": "<i4", "U8": "u1"}
 
@@ -28,12 +28,17 @@ def _pad(n: int) -> int:
     return (n + SEGMENT_ALIGN - 1) // SEGMENT_ALIGN * SEGMENT_ALIGN
 
 
-def program_dict(p: PGraph, mem: Plan, arena: ArenaSpec) -> tuple[dict, bytes]:
-    """The schema tree of the program and its constant segment."""
+def program_dict(p: PGraph, mem: Plan, arenas: list[ArenaSpec] | ArenaSpec) -> tuple[dict, bytes]:
+    """The schema tree of the program and its constant segment. Activation
+    tensors live at their buffer's (region, offset) plus their own offset in
+    it; weights copied to RAM at load (mem.hot) live in their arena."""
+    arenas = [arenas] if isinstance(arenas, ArenaSpec) else list(arenas)
+    hot = {h.tensor: h for h in mem.hot}
     segment = bytearray()
     const_offsets: dict[int, int] = {}  # id(array base) -> offset: aliases share bytes
     tensors = []
-    for t in p.tensors:
+    copies = []
+    for index, t in enumerate(p.tensors):
         entry = {"name": t.name, "dtype": t.dtype, "dims": list(t.dims), "nbytes": t.nbytes}
         if t.scale:
             entry.update(scale=float(t.scale), zero_point=int(t.zero_point))
@@ -47,9 +52,14 @@ def program_dict(p: PGraph, mem: Plan, arena: ArenaSpec) -> tuple[dict, bytes]:
                 segment += np.ascontiguousarray(t.const).astype(WIRE_DTYPES[t.dtype], copy=False).tobytes()
                 segment += bytes(_pad(len(segment)) - len(segment))
             entry.update(region="CONSTANT", offset=const_offsets[key])
+            if index in hot:  # read from RAM, where Method::load copies it
+                h = hot[index]
+                copies.append({"src": const_offsets[key], "dst": h.offset, "nbytes": t.nbytes, "arena": h.region})
+                entry.update(region="ARENA", arena=h.region, offset=h.offset)
         else:
             assert t.buffer is not None
-            entry.update(region="ARENA", arena=0, offset=mem.offsets[t.buffer])
+            entry.update(region="ARENA", arena=mem.region_of.get(t.buffer, 0),
+                         offset=mem.offsets[t.buffer] + t.offset)
         tensors.append(entry)
     ops = [
         {"code": op.code, "inputs": op.inputs, "outputs": op.outputs, "params": op.params, "name": op.name}
@@ -57,19 +67,51 @@ def program_dict(p: PGraph, mem: Plan, arena: ArenaSpec) -> tuple[dict, bytes]:
     ]
     prog = {
         "version": PROGRAM_VERSION, "tensors": tensors, "ops": ops, "inputs": p.inputs,
-        "outputs": p.outputs, "arenas": [{"name": arena.name, "size": arena.size}],
+        "outputs": p.outputs, "arenas": [{"name": a.name, "size": a.size} for a in arenas],
         "constant_offset": 0, "constant_size": len(segment),
     }
+    if copies:
+        prog["init_copies"] = copies
     return prog, bytes(segment)
 
 
 def to_pte(prog: dict, segment: bytes) -> bytes:
     """The flatbuffer, padded to 16 bytes, then the constant segment. The
     segment's offset is written into the flatbuffer itself, so the buffer is
-    built twice; a scalar's value does not change the flatbuffer's size."""
-    prog = dict(prog, constant_offset=0xFFFFFFF0)
+    built twice; a scalar's value does not change the flatbuffer's size.
+    The executable section the runtime runs (Program.exec) is derived here
+    from the rest of the tree, every time (schema/records.py)."""
+    from .schema.records import derive
+
+    prog = dict(prog, constant_offset=0xFFFFFFF0, exec=derive(prog))
     size = _pad(len(schema.encode(prog)))
     fb = schema.encode(dict(prog, constant_offset=size))
+    assert _pad(len(fb)) == size
+    return fb + bytes(size - len(fb)) + segment
+
+
+def device_image(pte: bytes) -> bytes:
+    """The program as the device needs it: the same constant segment and
+    executable section, without the fields only tools read (tensor and op
+    tables, names: schema attribute tmcu_tool), which the runtime neither
+    reads nor verifies. model.pte keeps them for tools and the host."""
+    s = schema.load()
+
+    def strip(obj: dict, table: str) -> dict:
+        out = {}
+        for f in s.tables[table].fields:
+            value = obj.get(f.name)
+            if "tmcu_tool" in f.attributes or value is None:
+                continue
+            if s.kind(f.type) == "table":
+                value = [strip(v, f.type) for v in value] if f.is_vector else strip(value, f.type)
+            out[f.name] = value
+        return out
+
+    tree = strip(schema.decode(pte, derived=True), s.root)
+    segment = pte[tree["constant_offset"]:tree["constant_offset"] + tree["constant_size"]]
+    size = _pad(len(schema.encode(dict(tree, constant_offset=0xFFFFFFF0))))
+    fb = schema.encode(dict(tree, constant_offset=size))
     assert _pad(len(fb)) == size
     return fb + bytes(size - len(fb)) + segment
 
@@ -80,7 +122,9 @@ def c_identifier(text: str) -> str:
 
 def model_pte_sources(pte: bytes) -> tuple[str, str]:
     """model_pte.h / model_pte.c: the program as a const array in flash,
-    16-byte aligned, in its own section (.rodata.tmcu_program)."""
+    16-byte aligned, in its own section (.rodata.tmcu_program): its device
+    image (see device_image)."""
+    pte = device_image(pte)
     header = (
         "/* Generated by torchmcu: the compiled program, read in place. */\n"
         "#ifndef TORCHMCU_MODEL_PTE_H_\n#define TORCHMCU_MODEL_PTE_H_\n\n"
