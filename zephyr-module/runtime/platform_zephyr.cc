@@ -1,0 +1,129 @@
+// The platform functions of firmware/boards/platform.h on Zephyr: bytes to
+// the console UART, the kernel's cycle counter, exit through semihosting (or
+// parking the thread), and fatal errors turned into exit statuses. The io
+// window (tmcu_platform_io_base/size) is defined by the generated model_io.c
+// of the model hook: on Zephyr it is the input compiled into the image.
+#include <zephyr/device.h>
+#include <zephyr/drivers/uart.h>
+#include <zephyr/kernel.h>
+#include <zephyr/sys/printk.h>
+
+#if __has_include(<zephyr/version.h>)
+#include <zephyr/version.h>
+#else
+#include <version.h>  // Zephyr before 3.2 generates it without the prefix
+#endif
+
+#ifdef CONFIG_TORCHMCU_LOG
+#include "app/app.h"
+#include "core/error.h"
+
+// log_zephyr.c: the log module's messages.
+extern "C" void tmcu_zephyr_log_exit(int status, const char* name);
+extern "C" void tmcu_zephyr_log_fatal(unsigned int reason);
+#endif
+
+#include "boards/platform.h"
+
+namespace {
+
+#if defined(CONFIG_UART_CONSOLE) && DT_HAS_CHOSEN(zephyr_console)
+#define TMCU_CONSOLE_UART 1
+const struct device* const g_console = DEVICE_DT_GET(DT_CHOSEN(zephyr_console));
+#endif
+
+#ifdef CONFIG_TORCHMCU_LOG
+const char* status_name(int status) {
+  if (status == torchmcu::app::kStatusBadIo) return "bad io blob";
+  return torchmcu::error_name(static_cast<torchmcu::Error>(status));
+}
+#endif
+
+#ifdef CONFIG_TORCHMCU_SEMIHOSTING_EXIT
+// Semihosting SYS_EXIT_EXTENDED (operation 0x20): r1 points at the pair
+// {ADP_Stopped_ApplicationExit (0x20026), status}, and a semihosting host
+// such as QEMU exits with that status. BKPT 0xAB is the M-profile trap.
+[[noreturn]] void semihosting_exit(int status) {
+  static volatile uint32_t block[2];
+  block[0] = 0x20026u;
+  block[1] = static_cast<uint32_t>(status);
+  register uint32_t r0 __asm__("r0") = 0x20u;
+  register volatile uint32_t* r1 __asm__("r1") = block;
+  __asm__ volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
+  for (;;) {  // no semihosting host answered: stay here
+    k_cpu_idle();
+  }
+}
+#endif
+
+}  // namespace
+
+extern "C" void tmcu_platform_init(void) {
+  // Nothing to start: the kernel owns the console and the cycle counter.
+}
+
+extern "C" void tmcu_platform_write(const char* s, size_t n) {
+  // Raw bytes, no newline translation, straight to the console UART: the
+  // line protocol must not be reformatted or dropped by the logging backend.
+#ifdef TMCU_CONSOLE_UART
+  if (device_is_ready(g_console)) {
+    for (size_t i = 0; i < n; ++i) uart_poll_out(g_console, static_cast<unsigned char>(s[i]));
+    return;
+  }
+#endif
+  printk("%.*s", static_cast<int>(n), s);
+}
+
+extern "C" uint64_t tmcu_platform_ticks(void) {
+#ifdef CONFIG_TIMER_HAS_64BIT_CYCLE_COUNTER
+  return k_cycle_get_64();
+#else
+  // Extends the 32-bit counter: correct while calls are less than 2^32
+  // cycles apart (over two minutes at 32 MHz), which the app's per-op and
+  // per-inference readings are.
+  static uint32_t last;
+  static uint64_t high;
+  const unsigned int key = irq_lock();
+  const uint32_t now = k_cycle_get_32();
+  if (now < last) high += uint64_t(1) << 32;
+  last = now;
+  const uint64_t ticks = high | now;
+  irq_unlock(key);
+  return ticks;
+#endif
+}
+
+extern "C" void tmcu_platform_exit(int code) {
+#ifdef CONFIG_TORCHMCU_LOG
+  tmcu_zephyr_log_exit(code, status_name(code));
+#endif
+#ifdef CONFIG_TORCHMCU_SEMIHOSTING_EXIT
+  semihosting_exit(code);
+#else
+  for (;;) {
+    k_sleep(K_FOREVER);
+  }
+#endif
+}
+
+#ifdef CONFIG_TORCHMCU_SEMIHOSTING_EXIT
+// A fatal error (CPU fault, k_panic, k_oops, failed __ASSERT) would halt the
+// system and leave a simulator running until its time limit: end it with the
+// board layer's statuses instead. The exception frame's type was renamed in
+// Zephyr 3.7.
+#if KERNEL_VERSION_NUMBER >= 0x030700
+using tmcu_esf = struct arch_esf;
+#else
+using tmcu_esf = z_arch_esf_t;
+#endif
+
+extern "C" void k_sys_fatal_error_handler(unsigned int reason, const tmcu_esf* esf) {
+  ARG_UNUSED(esf);
+#ifdef CONFIG_TORCHMCU_LOG
+  tmcu_zephyr_log_fatal(reason);
+#endif
+  const bool cpu_fault = reason == K_ERR_CPU_EXCEPTION || reason == K_ERR_SPURIOUS_IRQ ||
+                         reason == K_ERR_STACK_CHK_FAIL;
+  semihosting_exit(cpu_fault ? TMCU_EXIT_HARDFAULT : TMCU_EXIT_ABORT);
+}
+#endif
