@@ -4,24 +4,30 @@
 #   make test    the whole test suite
 #   make fuzz    10 minutes of libFuzzer over the loader (clang)
 #   make bench   MLPerf Tiny int8 on every board: bench/results.{json,md}, plots
+#   make pack    the runtime as a CMSIS-Pack: build/pack/torchmcu.runtime.<version>.pack
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 # torch first and pinned: pip then takes the local CPU wheel, never a newer build.
-PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest scikit-learn tflite-micro tflite
+PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest scikit-learn tflite-micro tflite matplotlib \
+	xmlschema cmsis-pack-manager cmake ninja pyserial pyyaml ethos-u-vela jsonschema ml-dtypes semver
+# tosa-tools pins numpy<2.2 and an old flatbuffers; it runs with the numpy above,
+# so it goes in without its pins (its other dependencies are listed above).
+PIP_NODEPS := tosa-tools
 
-.PHONY: setup system demo test fuzz bench clean
+.PHONY: setup system demo test fuzz bench pack clean
 
 setup: system $(STAMP)
 
 system:
 	@tools/setup-system.sh
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check $(PIP_PACKAGES)
+	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps $(PIP_NODEPS)
 	$(VENV)/bin/pip install -q --disable-pip-version-check --no-deps -e .
 	@touch $@
 
@@ -44,6 +50,11 @@ bench: setup
 # libFuzzer over the program loader and method init, seeded with compiled programs.
 fuzz: setup
 	$(PY) -m torchmcu.fuzz --seconds 600
+
+# The runtime as a CMSIS-Pack (file lists from the tree, metadata from
+# cmsis-pack/torchmcu.pdsc.in); PACK_URL is where it will be published.
+pack: setup
+	$(PY) -m torchmcu.pack -o build/pack $(if $(PACK_URL),--url $(PACK_URL))
 
 clean:
 	rm -rf build .pytest_cache

@@ -24,6 +24,7 @@ __all__ = [
     "BoardError",
     "Core",
     "Memory",
+    "Npu",
     "board_sources",
     "linker_script",
     "list_boards",
@@ -94,6 +95,17 @@ class Core:
 
 
 @dataclass(frozen=True)
+class Npu:
+    """An Ethos-U beside the core (the [npu] table)."""
+    accelerator: str  # Vela's accelerator config, e.g. "ethos-u55-128"
+    system_config: str  # sections of aot/torchmcu/ethos_u/systems.ini
+    memory_mode: str
+    memories: tuple[str, ...]  # the board's memories the NPU reaches (never the TCMs)
+    base: int  # its register block
+    irq: int
+
+
+@dataclass(frozen=True)
 class Board:
     name: str
     description: str
@@ -107,6 +119,8 @@ class Board:
     data_memory: str  # where .data, .bss and the stack go
     stack_size: int
     source: Path | None = field(default=None, compare=False)
+    npu: Npu | None = None  # the [npu] table, when the board has one
+    fvp_model: str | None = None  # the [fvp] table's model: the FVP executable simulating the board
 
     # -- core -----------------------------------------------------------
     @property
@@ -318,6 +332,8 @@ def _parse_board(raw: dict, path: Path) -> Board:
         data_memory=_get(layout_t, "data", str, w),
         stack_size=_get(layout_t, "stack_size", int, w),
         source=path,
+        npu=_parse_npu(raw["npu"], names, f"{where} [npu]") if "npu" in raw else None,
+        fvp_model=_get(raw["fvp"], "model", str, f"{where} [fvp]") if "fvp" in raw else None,
     )
     try:
         code = board.memory(board.code_memory)
@@ -331,6 +347,20 @@ def _parse_board(raw: dict, path: Path) -> Board:
     if board.stack_size <= 0 or board.stack_size % 8:
         raise BoardError(f"{w}: stack_size must be a positive multiple of 8")
     return board
+
+
+def _parse_npu(t: dict, memories: list[str], where: str) -> Npu:
+    if not isinstance(t, dict):
+        raise BoardError(f"{where}: must be a table")
+    npu = Npu(_get(t, "accelerator", str, where), _get(t, "system_config", str, where),
+              _get(t, "memory_mode", str, where), tuple(_get(t, "memories", list, where)),
+              _get(t, "base", int, where), _get(t, "irq", int, where))
+    if not re.fullmatch(r"ethos-u(55|65|85)-\d+", npu.accelerator):
+        raise BoardError(f"{where}: accelerator must look like ethos-u55-128, got {npu.accelerator!r}")
+    unknown = [m for m in npu.memories if m not in memories]
+    if unknown or not npu.memories:
+        raise BoardError(f"{where}: memories must name the board's memories, got {list(npu.memories)}")
+    return npu
 
 
 def board_sources() -> list[Path]:

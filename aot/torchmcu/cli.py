@@ -3,6 +3,8 @@
     torchmcu compile path.py:make --board mps3-an547 -o build/model
     torchmcu build build/model
     torchmcu run build/model --sim qemu --input x.npy [--check] [--json] [--profile]
+    torchmcu run build/model --device /dev/ttyACM0 [--baud 115200] [--check]
+    torchmcu export build/model --arduino OUT [--name NAME]
     torchmcu inspect build/model/model.pte
     torchmcu boards
 """
@@ -36,7 +38,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.calibration:
         calibration = dict(np.load(args.calibration))
     _progress(f"compiling for {args.board} ({args.quant})")
-    c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration, io=args.io)
+    c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration, io=args.io,
+                budgets=_pairs(args.budget, "--budget", _bytes), pins=_pairs(args.pin, "--pin", str),
+                inplace=not args.no_inplace, tile=args.tile, copy_hot_weights=args.copy_hot_weights)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ (model.pte, model_pte.c/.h, model_arenas.c/.h, kernel_table.cc, "
@@ -44,8 +48,30 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bytes(text: str) -> int:
+    """1234, 16K / 16KiB (x1024), 2M / 2MiB (x1048576)."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = {"K": 1024, "M": 1024 * 1024}.get(t[-1:], 1)
+    return int(float(t[:-1] if scale > 1 else t) * scale)
+
+
+def _pairs(items: list[str], flag: str, value: Any) -> dict[str, Any]:
+    """NAME=VALUE items, each possibly a comma-separated list."""
+    out: dict[str, Any] = {}
+    for item in items:
+        for part in filter(None, item.split(",")):
+            name, sep, v = part.partition("=")
+            if not sep or not name or not v:
+                raise TorchMCUError(f"{flag} {part!r}: expected NAME=VALUE, e.g. {flag} dtcm=16K")
+            try:
+                out[name.strip()] = value(v.strip())
+            except ValueError:
+                raise TorchMCUError(f"{flag} {part!r}: {v!r} is not a size (e.g. 16384, 16K, 2M)") from None
+    return out
+
+
 def cmd_build(args: argparse.Namespace) -> int:
-    from .build import build_firmware, elf_size, kernel_set
+    from .build import build_firmware, elf_size, format_size, kernel_set
 
     elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels)
     size = elf_size(elf)
@@ -55,6 +81,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     print("kernels: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(by_set.items())))
     print(f"{elf}: text {size.text} B, data {size.data} B, bss {size.bss} B "
           f"(flash {size.text + size.data} B, static RAM {size.data + size.bss} B)")
+    breakdown = json.loads((elf.parent / "size.json").read_text())  # written by the build
+    print(f"{format_size(breakdown)} (per input file: {elf.parent / 'size.json'})")
     return 0
 
 
@@ -78,13 +106,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = _load_inputs(args.input, args.dir)
     meta = runner.load_meta(args.dir)
     # The first sample also runs once op by op, so every result carries a profile.
-    res = runner.run(args.dir, inputs, sim=args.sim, profile=True, timeout_s=args.timeout)
+    if args.device:  # a real board over a serial port: ticks are its own counter, no instruction counts
+        from .serial_device import run_device
+        res = run_device(args.dir, inputs, args.device, baud=args.baud, profile=True,
+                         timeout_s=30.0 if args.timeout is None else args.timeout)
+    else:
+        res = runner.run(args.dir, inputs, sim=args.sim, profile=True,
+                         timeout_s=300.0 if args.timeout is None else args.timeout, repeat=args.repeat)
     report = json.loads((Path(args.dir) / "report.json").read_text())
     ops = []
+    kernels = res.kernel_instructions()  # each op's kernel, the profiler's own cost taken out
     for i, op in enumerate(report["ops"]):
         entry: dict[str, Any] = {"name": op["name"], "kind": op["kind"], "backend": op["backend"]}
-        if i < len(res.op_ticks):
-            entry["instructions"] = res.instructions(res.op_ticks[i])
+        if i < len(kernels):
+            entry["instructions"] = kernels[i]
         ops.append(entry)
     per_inference = [res.instructions(t) for t in res.sample_ticks]
     # Inputs shaped like the example inputs are one sample: outputs then come
@@ -97,10 +132,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         "instructions": per_inference[0] if per_inference else None,
         "instructions_per_sample": per_inference,
         "load_instructions": res.instructions(res.load_ticks),
+        # One inference less its kernels' own instructions, per op (means over --repeat runs).
+        "framework_overhead_per_op": None if res.overhead_per_op() is None else round(res.overhead_per_op(), 1),
         "ops": ops,
         "note": "instruction counts from QEMU -icount shift=0, not cycles" if args.sim == "qemu" else
                 "the host runner counts no instructions",
     }
+    if args.device:
+        result["note"] = "a board over a serial port: no instruction counts; ticks are its own counter"
+        result["ticks_per_sample"] = res.sample_ticks
     status = res.exit_code
     if status != 0:
         print(f"torchmcu: firmware exited with status {status}\n{res.raw[-2000:]}", file=sys.stderr)
@@ -117,8 +157,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"torchmcu: check failed: {mismatch}", file=sys.stderr)
             status = 1
     if args.profile:  # the table below, as data: costliest first
-        profile = {"sim": args.sim, "instructions": result["instructions"],
-                   "load_instructions": result["load_instructions"], "note": result["note"],
+        profile = {"sim": f"device {args.device}" if args.device else args.sim,
+                   "instructions": result["instructions"], "load_instructions": result["load_instructions"],
+                   "framework_overhead_per_op": result["framework_overhead_per_op"], "repeat": args.repeat,
+                   "note": result["note"],
                    "ops": sorted(({"index": i, **op} for i, op in enumerate(ops)),
                                  key=lambda op: -(op.get("instructions") or 0))}
         (Path(args.dir) / "profile.json").write_text(json.dumps(profile, indent=2) + "\n")
@@ -130,6 +172,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if result["instructions"] is not None:
             print(f"instructions per inference: {result['instructions']:,} (QEMU -icount, not cycles); "
                   f"load: {result['load_instructions']:,}")
+            if result["framework_overhead_per_op"] is not None:
+                print(f"framework overhead: {result['framework_overhead_per_op']:,} instructions per op "
+                      f"(inference less the kernels' own, over {len(ops)} ops; mean of {args.repeat} run(s))")
         if args.profile:
             print(f"{'#':>3}  {'op':<24} {'kind':<12} {'instructions':>12}")
             for i, op in sorted(enumerate(ops), key=lambda e: -(e[1].get("instructions") or 0)):
@@ -151,6 +196,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.arduino:
+        from .arduino import export_arduino
+
+        lib = export_arduino(args.dir, args.arduino, name=args.name)
+        print(f"wrote {lib.root}: Arduino library {lib.name} ({len(lib.files)} files); kernels "
+              f"{', '.join(lib.kernel_files)} for {', '.join(lib.op_codes)}\n  example: {lib.sketch}")
+        return 0
     from .tflite_export import export_tflite, summary
 
     pte_path = Path(args.dir) / "model.pte"
@@ -176,6 +228,16 @@ def cmd_boards(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_deps(args: argparse.Namespace) -> int:
+    from .deps import fetch_cmsis_nn
+
+    # Cached in $TORCHMCU_CACHE_DIR, else ~/.cache/torchmcu: where builds look for it.
+    got = fetch_cmsis_nn(args.index_url, log=_progress)
+    print(f"CMSIS-NN {got.version} in {got.path} (recorded in {got.record}); `torchmcu build --kernels cmsis-nn` "
+          "uses it while TORCHMCU_CMSIS_NN_DIR is unset")
+    return 0
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="torchmcu", description="PyTorch models compiled into microcontroller firmware")
     sub = p.add_subparsers(dest="command", required=True)
@@ -191,6 +253,18 @@ def make_parser() -> argparse.ArgumentParser:
                         "still takes float arrays and quantizes them as the device would")
     c.add_argument("--calibration", help=".npz with one array per model input, samples along axis 0 "
                                          "(a single-input model takes any one key); default: the example inputs")
+    c.add_argument("--budget", action="append", default=[], metavar="MEM=BYTES",
+                   help="cap the activations a memory may take, e.g. dtcm=16K (0 keeps it out); repeatable")
+    c.add_argument("--pin", action="append", default=[], metavar="NAME=MEM",
+                   help="put a tensor's, or an op's, buffers in a memory, e.g. conv1=sram; repeatable")
+    c.add_argument("--no-inplace", action="store_true",
+                   help="no concat into slices nor element-wise ops over their input (more RAM, same results)")
+    c.add_argument("--tile", action="store_true",
+                   help="split the first layers into row bands where that lowers peak RAM (bit-exact; "
+                        "recomputes shared rows)")
+    c.add_argument("--copy-hot-weights", action="store_true",
+                   help="copy the most-read weights at load into fast RAM the plan leaves free, when the "
+                        "program sits in slower memory")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")
@@ -211,7 +285,14 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--check", action="store_true", help="compare with the reference; exit 1 on a mismatch")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--profile", action="store_true", help="print instructions per op, costliest first, and write DIR/profile.json")
-    r.add_argument("--timeout", type=float, default=300.0, help="seconds before the simulator is stopped")
+    r.add_argument("--timeout", type=float, help="seconds before the simulator is stopped (default 300); with "
+                   "--device, the longest wait for the board's answer to one sample (default 30)")
+    r.add_argument("--device", metavar="PORT", help="run on a board over this serial port (or pyserial URL), "
+                   "e.g. /dev/ttyACM0, which runs the sketch of `torchmcu export --arduino`")
+    r.add_argument("--baud", type=int, default=115200, help="serial speed with --device (default 115200)")
+    r.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="measure the load, the profile and the first sample N times and report means (the "
+                        "tick counter is coarser than one instruction; N >= 8 makes the figures precise)")
     r.set_defaults(fn=cmd_run)
 
     i = sub.add_parser("inspect", help="print a model.pte readably")
@@ -219,13 +300,24 @@ def make_parser() -> argparse.ArgumentParser:
     i.add_argument("--values", action="store_true", help="also print constant values (abridged)")
     i.set_defaults(fn=cmd_inspect)
 
-    e = sub.add_parser("export", help="write a compiled int8 program as a TensorFlow Lite model")
+    e = sub.add_parser("export", help="write a compiled program as a TensorFlow Lite model (int8) "
+                                      "or an Arduino library")
     e.add_argument("dir", help="build directory holding model.pte")
-    e.add_argument("--tflite", required=True, metavar="OUT.tflite", help="the .tflite file to write")
+    form = e.add_mutually_exclusive_group(required=True)
+    form.add_argument("--tflite", metavar="OUT.tflite", help="the .tflite file to write")
+    form.add_argument("--arduino", metavar="OUT", help="the Arduino library directory to write")
+    e.add_argument("--name", help="with --arduino: the library's name (default Torchmcu + the build directory's name)")
     e.set_defaults(fn=cmd_export)
 
     bl = sub.add_parser("boards", help="list the known boards")
     bl.set_defaults(fn=cmd_boards)
+
+    dp = sub.add_parser("deps", help="fetch and cache third-party code torchmcu builds with (needs network)")
+    dp.add_argument("name", choices=["cmsis-nn"],
+                    help="cmsis-nn: the ARM::CMSIS-NN pack, via cmsis-pack-manager, cached in "
+                         "$TORCHMCU_CACHE_DIR (default ~/.cache/torchmcu)")
+    dp.add_argument("--index-url", help="a pack index (.pidx/.vidx URL) instead of cmsis-pack-manager's default")
+    dp.set_defaults(fn=cmd_deps)
     return p
 
 
