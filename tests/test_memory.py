@@ -15,9 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.nn as nn
-
 from conftest import REPO, needs_arm_gcc, needs_qemu
+from torch import nn
 from torchmcu import plan as P
 from torchmcu import runner, schema
 from torchmcu.build import build_firmware
@@ -28,8 +27,8 @@ from torchmcu.interpret import run_reference
 from torchmcu.layout import PGraph, POp, PTensor
 
 sys.path.insert(0, str(REPO / "examples"))
-import digits  # noqa: E402
-import mlperf_tiny as mt  # noqa: E402
+import digits
+import mlperf_tiny as mt
 
 MODELS = list(mt.MODELS)
 
@@ -45,6 +44,16 @@ def _compile(bundled, name, out, **kw):
     model, example, calibration = bundled[name]
     return compile(model, example, kw.pop("board", "mps3-an547"), out, quant="int8", calibration=calibration,
                    progress=False, io="int8", **kw)
+
+
+def _run_bit_exact(out: Path, x: np.ndarray, sim: str) -> None:
+    """Runs the compiled int8 model on `x` and requires the reference's bits."""
+    res = runner.run(out, [x], sim=sim)
+    assert res.exit_code == 0, res.raw[-800:]
+    expected, tol = runner.expected(out, runner.split_samples(runner.load_meta(out), [x]))
+    assert tol is None
+    mismatch, _ = runner.compare(res.outputs, expected, tol)
+    assert mismatch is None, str(mismatch)
 
 
 # -- the planner on random lifetimes ------------------------------------------------------------
@@ -134,12 +143,7 @@ def test_tiled_program_runs_bit_exact_on_the_runtime(bundled, host_runner, tmp_p
     c = _compile(bundled, "resnet8", tmp_path, inplace=False, tile=True)
     assert any(".band" in op.name for op in c.graph.ops)
     x = mt.CALIBRATION["resnet8"](2, 6)
-    res = runner.run(tmp_path, [x], sim="host")
-    assert res.exit_code == 0, res.raw[-800:]
-    samples = runner.split_samples(runner.load_meta(tmp_path), [x])
-    expected, tol = runner.expected(tmp_path, samples)
-    mismatch, _ = runner.compare(res.outputs, expected, tol)
-    assert mismatch is None, str(mismatch)
+    _run_bit_exact(tmp_path, x, "host")
 
 
 def test_tiling_is_off_unless_asked(bundled, tmp_path: Path) -> None:
@@ -218,11 +222,7 @@ def test_int8_residual_adds_run_in_place_bit_exact(bundled, host_runner, tmp_pat
     c = _compile(bundled, "resnet8", tmp_path)
     assert c.report["memory"]["aliasing"]["elementwise_in_place"] >= 1
     x = mt.CALIBRATION["resnet8"](2, 8)
-    res = runner.run(tmp_path, [x], sim="host")
-    assert res.exit_code == 0, res.raw[-800:]
-    expected, tol = runner.expected(tmp_path, runner.split_samples(runner.load_meta(tmp_path), [x]))
-    mismatch, _ = runner.compare(res.outputs, expected, tol)
-    assert mismatch is None, str(mismatch)
+    _run_bit_exact(tmp_path, x, "host")
 
 
 def test_model_inputs_are_never_overwritten(tmp_path: Path) -> None:
@@ -261,12 +261,7 @@ def test_model_spread_over_dtcm_and_sram_runs_bit_exact_in_qemu(bundled, tmp_pat
     addr = {line.split()[-1]: int(line.split()[0], 16) for line in syms.splitlines() if "arena_" in line}
     assert 0x20000000 <= addr["arena_dtcm"] < 0x20080000 and 0x01000000 <= addr["arena_sram"] < 0x01200000
     x = mt.CALIBRATION["ds_cnn"](2, 9)
-    res = runner.run(tmp_path, [x], sim="qemu")
-    assert res.exit_code == 0, res.raw[-800:]
-    expected, tol = runner.expected(tmp_path, runner.split_samples(runner.load_meta(tmp_path), [x]))
-    assert tol is None
-    mismatch, _ = runner.compare(res.outputs, expected, tol)
-    assert mismatch is None, str(mismatch)
+    _run_bit_exact(tmp_path, x, "qemu")
 
 
 def test_over_budget_board_names_the_shortfall(bundled, tmp_path: Path) -> None:
@@ -342,11 +337,7 @@ def test_tiled_in_place_program_on_cmsis_nn_in_qemu(bundled, tmp_path: Path) -> 
     assert c.report["memory"]["aliasing"]["elementwise_in_place"] >= 1
     build_firmware(tmp_path, kernels="cmsis-nn")
     x = mt.CALIBRATION["resnet8"](2, 10)
-    res = runner.run(tmp_path, [x], sim="qemu")
-    assert res.exit_code == 0, res.raw[-800:]
-    expected, tol = runner.expected(tmp_path, runner.split_samples(runner.load_meta(tmp_path), [x]))
-    mismatch, _ = runner.compare(res.outputs, expected, tol)
-    assert mismatch is None, str(mismatch)
+    _run_bit_exact(tmp_path, x, "qemu")
 
 
 # -- hot weights -------------------------------------------------------------------------------
@@ -382,11 +373,7 @@ def test_hot_weights_are_copied_at_load_and_run_bit_exact(bundled, tmp_path: Pat
     assert any("conv" in n or "weight" in n for n in hot_names)
     build_firmware(tmp_path / "hot")
     x = mt.CALIBRATION["ds_cnn"](2, 11)
-    res = runner.run(tmp_path / "hot", [x], sim="qemu")
-    assert res.exit_code == 0, res.raw[-800:]
-    expected, tol = runner.expected(tmp_path / "hot", runner.split_samples(runner.load_meta(tmp_path / "hot"), [x]))
-    mismatch, _ = runner.compare(res.outputs, expected, tol)
-    assert mismatch is None, str(mismatch)
+    _run_bit_exact(tmp_path / "hot", x, "qemu")
 
 
 def test_hot_weights_need_a_faster_memory(bundled, tmp_path: Path) -> None:

@@ -148,5 +148,6 @@ def _run_in_qemu(name: str, board: str, compiled) -> None:
     _check_against_pytorch(c.out_dir, model, x, res.outputs, TOLERANCE.get(name, FLOAT_TOLERANCE))
     total = res.instructions(res.sample_ticks[0])
     ops = [res.instructions(t) for t in res.op_ticks]
-    assert len(ops) == len(c.report["ops"]) and 0.9 * total <= sum(ops) <= total
+    # Each op's count is rounded to whole ticks of the profile clock: one tick per op of slack.
+    assert len(ops) == len(c.report["ops"]) and 0.9 * total <= sum(ops) <= total + len(ops) * res.instructions(1)
     assert total > c.report["macs"]  # float32 portable kernels: several instructions per MAC

@@ -99,7 +99,7 @@ def _tensor_meta(t: Any, name: str, ptensor: Any) -> dict[str, Any]:
     return meta
 
 
-QUANT_SCHEMES = ("float32", "int8")
+QUANT_SCHEMES = ("float32", "int8", "int4")  # int4: W4A8, int4 weights for conv/depthwise/linear
 # Ops that carry data between dtypes or move bytes: not a float fallback.
 _NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "QUANTIZE_S8", "DEQUANTIZE_S8"}
 
@@ -131,7 +131,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     board = board if isinstance(board, Board) else load_board(board)
     if quant not in QUANT_SCHEMES:
         raise CompileError(f"unknown quantization scheme {quant!r}; choose one of {', '.join(QUANT_SCHEMES)}")
-    if io not in ("float", "int8") or (io == "int8" and quant != "int8"):
+    if io not in ("float", "int8") or (io == "int8" and quant not in ("int8", "int4")):
         raise CompileError(f"io={io!r}: inputs and outputs are 'float', or 'int8' for an int8 program")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -139,15 +139,15 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         example_inputs = (example_inputs,)  # one input; capture() checks it is a tensor
     example_inputs = tuple(example_inputs)
 
-    if quant == "int8":
+    if quant in ("int8", "int4"):
         from .quantize import is_quantized, quantize
 
         if not is_quantized(model):  # else: quantized by the user (QAT), taken as it is
-            model = quantize(model, example_inputs, calibration, progress=progress)
+            model = quantize(model, example_inputs, calibration, progress=progress, weights=quant)
     ep = capture(model, example_inputs)
     graph = lower(ep, io)
     pg = to_program_graph(graph)
-    if quant == "int8":
+    if quant in ("int8", "int4"):
         _warn_fallbacks(pg)
     regions = arena_regions(board, budgets)
     mem = plan(pg, regions, PlanOptions(budgets=dict(budgets or {}), pins=dict(pins or {}), inplace=inplace,
@@ -215,7 +215,7 @@ def _warn_fallbacks(pg: PGraph) -> None:
     import warnings
 
     for op in pg.ops:
-        if op.code not in _NOT_FALLBACK and not op.code.endswith("_S8"):
+        if op.code not in _NOT_FALLBACK and not op.code.endswith(("_S8", "_S4")):
             where = f" at {op.source}" if op.source else ""
             warnings.warn(f"torchmcu: {op.kind} ({op.name}) has no int8 kernel here; it runs in float32{where}",
                           stacklevel=3)
@@ -275,7 +275,7 @@ def runtime_state_bytes(board: Board) -> int | None:
             (Path(d) / "state.cc").write_text(src)
             r = subprocess.run([gxx, *board.cflags, "-std=c++17", "-fno-rtti", "-fno-exceptions", "-O1",
                                 f"-I{firmware}", "-S", "-o", "-", str(Path(d) / "state.cc")],
-                               capture_output=True, text=True)
+                               capture_output=True, text=True, check=False)
         m = re.search(r"tmcu_state_bytes:\s*\.word\s+(\d+)", r.stdout)
         _STATE_CACHE[key] = int(m.group(1)) if r.returncode == 0 and m else None
     return _STATE_CACHE[key]
@@ -329,7 +329,25 @@ def memory_picture(pg: PGraph, mem: Plan, path: Path) -> str | None:
     return path.name
 
 
+def weight_flash(pg: PGraph) -> dict[str, Any]:
+    """Bytes of the conv/linear weights as stored (int4 packed two per byte)
+    and what the same weights take at int8 (one byte each) and float32."""
+    stored = elements = 0
+    for op in pg.ops:
+        if op.code in WEIGHTED_CODES:
+            t = pg.tensors[op.inputs[1]]
+            stored += t.nbytes
+            elements += int(np.prod(t.dims, dtype=np.int64))
+    return {"bytes": stored, "int8_bytes": elements, "float32_bytes": 4 * elements,
+            "int4_layers": sum(op.code.endswith("_S4") for op in pg.ops)}
+
+
+WEIGHTED_CODES = {f"{op}_{t}" for op in ("CONV2D", "DEPTHWISE_CONV2D", "LINEAR") for t in ("F32", "S8", "S4")}
+
+
 def meta_quant(pg: PGraph) -> str:
+    if any(op.code.endswith("_S4") for op in pg.ops):
+        return "int4"
     return "int8" if any(op.code.endswith("_S8") for op in pg.ops) else "float32"
 
 
@@ -367,7 +385,8 @@ def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes:
                              "bytes": h.nbytes, "reads_per_byte": round(h.reads_per_byte, 2)} for h in mem.hot],
         },
         "flash": {"program_bytes": len(pte), "constant_bytes": constant_bytes,
-                  "flatbuffer_bytes": len(pte) - constant_bytes, "program_memory": program_memory},
+                  "flatbuffer_bytes": len(pte) - constant_bytes, "program_memory": program_memory,
+                  "weights": weight_flash(pg)},
         "kernels": sorted({op.code for op in pg.ops}),
     }
 
@@ -400,5 +419,10 @@ def format_report(r: dict[str, Any]) -> str:
         lines.append(f"  picture: {m['picture']}")
     f = r["flash"]
     lines += ["", f"Flash (program): {f['program_bytes']:,} B = {f['flatbuffer_bytes']:,} B program "
-              f"+ {f['constant_bytes']:,} B constants", ""]
+              f"+ {f['constant_bytes']:,} B constants"]
+    wf = f.get("weights")
+    if wf and wf["int8_bytes"]:
+        lines.append(f"  weights: {wf['bytes']:,} B as stored ({wf['int4_layers']} int4 layers); "
+                     f"{wf['int8_bytes']:,} B at int8, {wf['float32_bytes']:,} B at float32")
+    lines.append("")
     return "\n".join(lines)

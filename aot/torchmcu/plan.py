@@ -31,8 +31,9 @@ lower bound of the program before the aliasing passes (the classic bound).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -358,9 +359,37 @@ def _describe_step(p: PGraph, step: int) -> str:
     return f"at op #{step} {op.name} ({op.kind}" + (f"; {op.source}" if op.source else "") + ")"
 
 
+def operand_regions(p: PGraph, reach: dict[str, tuple[str, ...]], regions: list[RegionSpec]) -> dict[int, frozenset[int]]:
+    """Buffer -> the region indices it may use, for the activation operands
+    of ops whose code `reach` limits to some memories (an accelerator that
+    masters only some of the board's buses, e.g. an Ethos-U and not the
+    TCMs). A buffer several such ops touch may use the memories all allow."""
+    names = {r.name: i for i, r in enumerate(regions)}
+    out: dict[int, frozenset[int]] = {}
+    for op in p.ops:
+        memories = reach.get(op.code)
+        if memories is None:
+            continue
+        ok = frozenset(names[m] for m in memories if m in names)
+        for t in op.inputs + op.outputs:
+            b = p.tensors[t].buffer if t >= 0 else None
+            if b is None:
+                continue
+            out[b] = out.get(b, ok) & ok
+            if not out[b]:
+                raise CompileError(
+                    f"op {op.name} ({op.code}) reads and writes only {', '.join(memories)}, but none of them may "
+                    f"hold its buffer {_buffer_names(p, b)} here (memories for activations: "
+                    f"{', '.join(names) or '(none)'}); raise their --budget")
+    return out
+
+
 def assign_regions(p: PGraph, sizes: dict[int, int], life: dict[int, tuple[int, int]],
-                   regions: list[RegionSpec], pins: dict[int, int]) -> tuple[dict[int, int], dict[int, tuple[dict[int, int], int]]]:
-    """Buffer -> region index, and each region's offsets and arena size."""
+                   regions: list[RegionSpec], pins: dict[int, int], allowed: dict[int, frozenset[int]] | None = None,
+                   ) -> tuple[dict[int, int], dict[int, tuple[dict[int, int], int]]]:
+    """Buffer -> region index, and each region's offsets and arena size.
+    `allowed` limits some buffers to some regions (operand_regions)."""
+    allowed = allowed or {}
     if not regions:
         raise CompileError("the board has no memory that may hold activation arenas")
     steps = len(p.ops) + 2  # -1 .. len(ops)
@@ -372,11 +401,15 @@ def assign_regions(p: PGraph, sizes: dict[int, int], life: dict[int, tuple[int, 
 
     def fits(b: int, r: int) -> bool:
         lo, hi = life[b]
-        return int(profile[r][lo + 1: hi + 2].max()) + sizes[b] <= regions[r].capacity
+        return (b not in allowed or r in allowed[b]) and \
+            int(profile[r][lo + 1: hi + 2].max()) + sizes[b] <= regions[r].capacity
 
     def put(b: int) -> None:
         if b in pins:
             r = pins[b]
+            if b in allowed and r not in allowed[b]:
+                raise CompileError(f"pin of {_buffer_names(p, b)} to {regions[r].name}: the op using it reaches only "
+                                   f"{', '.join(regions[k].name for k in sorted(allowed[b]))}")
             if not fits(b, r):
                 lo, hi = life[b]
                 raise CompileError(
@@ -455,6 +488,8 @@ class PlanOptions:
     inplace: bool = True  # concat into slices, element-wise ops over dying inputs
     copy_hot_weights: bool = False
     tile: bool = False  # row bands over the first layers (tiling.py)
+    # op code -> the memories its activation operands may live in (an accelerator's reach)
+    operand_memories: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOptions | None = None) -> Plan:
@@ -477,7 +512,8 @@ def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOption
     if regions is None:
         regions = [RegionSpec("arena", 0, 1 << 62)]
     pins = resolve_pins(p, options.pins, regions)
-    region_of, planned = assign_regions(p, sizes, life, regions, pins)
+    allowed = operand_regions(p, options.operand_memories, regions)
+    region_of, planned = assign_regions(p, sizes, life, regions, pins, allowed)
     used = sorted({region_of[b] for b in region_of}) or [0]
     index = {r: k for k, r in enumerate(used)}  # memory -> arena index, fastest first
     offsets: dict[int, int] = {}
@@ -497,6 +533,7 @@ def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOption
 
 WEIGHT_OPERAND = {  # op code -> index of the operand read once per output element
     "CONV2D_S8": 1, "DEPTHWISE_CONV2D_S8": 1, "LINEAR_S8": 1,
+    "CONV2D_S4": 1, "DEPTHWISE_CONV2D_S4": 1, "LINEAR_S4": 1,
     "CONV2D_F32": 1, "DEPTHWISE_CONV2D_F32": 1, "LINEAR_F32": 1,
     "BATCH_MATMUL_S8": 1, "BATCH_MATMUL_F32": 1,
 }

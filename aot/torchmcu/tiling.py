@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .layout import PGraph, POp, PTensor
-from .plan import _align, lifetimes, lower_bound
+from .layout import PGraph, POp
+from .plan import _align, lifetimes
 
 SPATIAL = frozenset({
     "CONV2D_S8", "DEPTHWISE_CONV2D_S8", "MAX_POOL2D_S8", "AVG_POOL2D_S8",
