@@ -131,6 +131,39 @@ def _depthwise_wrapper(isa: str, x: Dims, w: Dims, y: Dims, p: Mapping[str, Any]
     return in_c * kw * kh * 2  # int16 copies of the input window
 
 
+def _convolve_wrapper_s4(isa: str, c: _Conv, out_w: int) -> int:
+    """arm_convolve_wrapper_s4_get_buffer_size{,_dsp,_mve} (CMSIS-NN 7.x,
+    arm_convolve_get_buffer_sizes_s4.c): 1x1 none; otherwise two int16
+    im2col columns, or on MVE four 16-byte-lane columns (a 1xN shape whose
+    padding splits evenly needs none there)."""
+    cols = c.in_c * c.f_w * c.f_h
+    if c.is_1x1():
+        return 0
+    if isa != "mve":
+        return 2 * cols * 2
+    mve = 4 * _cdiv(cols + 15, 16) * 16
+    if c.is_1_x_n():
+        total_pad = (out_w - 1) * c.stride_w + c.f_w - c.in_w
+        asym_pad = _cmod(total_pad, 2)
+        right = max(1, _cdiv(c.pad_w + asym_pad + c.stride_w - 1, c.stride_w)) if c.pad_w + asym_pad != 0 else 0
+        left = max(1, _cdiv(c.pad_w + c.stride_w - 1, c.stride_w)) if c.pad_w != 0 else 0
+        return mve if right + max(out_w - (right + left), 0) + left != out_w else 0
+    return mve
+
+
+def _depthwise_wrapper_s4(isa: str, x: Dims, w: Dims, y: Dims, p: Mapping[str, Any]) -> int:
+    """arm_depthwise_conv_wrapper_s4_get_buffer_size{,_dsp,_mve}: only the
+    optimized kernel (one input channel per output channel, batch 1, no
+    dilation) has a buffer, the s8 optimized kernel's (DSP size on any core
+    without MVE)."""
+    in_n, _, _, in_c = (int(d) for d in x)
+    _, kh, kw, _ = (int(d) for d in w)
+    unit_dilation = int(p.get("dilation_h", 1)) == 1 and int(p.get("dilation_w", 1)) == 1
+    if not (in_c == int(y[3]) and in_n == 1 and unit_dilation):
+        return 0
+    return 4 * CH_IN_BLOCK_MVE * kw * kh if isa == "mve" else in_c * kw * kh * 2
+
+
 def buffer_size(code: str, isa: str, x_dims: Dims, w_dims: Dims | None, y_dims: Dims,
                 params: Mapping[str, Any] | None = None) -> int:
     """What CMSIS-NN's get_buffer_size function for this op returns on `isa`
@@ -149,7 +182,13 @@ def buffer_size(code: str, isa: str, x_dims: Dims, w_dims: Dims | None, y_dims: 
         return int(w_dims[0]) * 4 if isa == "mve" else 0  # the kernel sums, int32 [out]
     if code == "AVG_POOL2D_S8":
         return int(x_dims[3]) * 4 if isa == "dsp" else 0  # int32 sums per channel
-    return 0
+    if code == "CONV2D_S4":
+        assert w_dims is not None
+        return _convolve_wrapper_s4(isa, _Conv(x_dims, w_dims, y_dims, p), int(y_dims[2]))
+    if code == "DEPTHWISE_CONV2D_S4":
+        assert w_dims is not None
+        return _depthwise_wrapper_s4(isa, x_dims, w_dims, y_dims, p)
+    return 0  # LINEAR_S4: arm_fully_connected_s4 needs none
 
 
 def scratch_bytes(code: str, x_dims: Dims, w_dims: Dims | None, y_dims: Dims,
@@ -163,6 +202,6 @@ def scratch_bytes(code: str, x_dims: Dims, w_dims: Dims | None, y_dims: Dims,
     with input offset 0), which the kernel points CMSIS-NN at. Pools have no
     scratch operand: avg pool's DSP accumulator (4 bytes a channel) is a fixed
     stack array in the kernel. Every other op needs none."""
-    if code not in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8"):
+    if code not in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "CONV2D_S4", "DEPTHWISE_CONV2D_S4"):
         return 0
     return max(buffer_size(code, isa, x_dims, w_dims, y_dims, params) for isa in ISAS)

@@ -29,6 +29,7 @@ class QConst:
     scale: np.ndarray
     zero_point: np.ndarray
     axis: int | None
+    bits: int = 8  # 4: int4 values (-8..7) in int8 storage, packed when laid out
 
     def dequantized(self) -> np.ndarray:
         shape = [1] * self.data.ndim
@@ -294,7 +295,7 @@ class _Converter:
                 raise self.fail("matmul with a constant right operand needs a 2-D constant [K, N]")
             if isinstance(b, QConst):  # per-channel along N (axis 1) becomes axis 0 of [N, K]
                 w: Any = QConst(np.ascontiguousarray(b.data.T), b.scale, b.zero_point,
-                                None if b.axis is None else 1 - b.axis)
+                                None if b.axis is None else 1 - b.axis, b.bits)
             else:
                 w = np.ascontiguousarray(b.T)
             return self.linear(a, w, None)
@@ -424,10 +425,14 @@ class _Converter:
         if n.target in (QD.dequantize_per_channel.default, QD.dequantize_per_tensor.default):
             data = args[0]
             if isinstance(data, np.ndarray) and data.dtype.kind == "i":
-                if n.target == QD.dequantize_per_channel.default:
+                # An int8 tensor quantized to -8..7 (or narrower) holds int4 weights.
+                per_channel = n.target == QD.dequantize_per_channel.default
+                qmin, qmax = (args[4], args[5]) if per_channel else (args[3], args[4])
+                bits = 4 if data.dtype == np.int8 and -8 <= int(qmin) and int(qmax) <= 7 else 8
+                if per_channel:
                     return QConst(data, np.asarray(args[1], np.float64).reshape(-1),
-                                  np.asarray(args[2], np.int64).reshape(-1), int(args[3]))
-                return QConst(data, np.asarray(float(args[1])), np.asarray(int(args[2])), None)
+                                  np.asarray(args[2], np.int64).reshape(-1), int(args[3]), bits)
+                return QConst(data, np.asarray(float(args[1])), np.asarray(int(args[2])), None, bits)
         def to_torch(x: Any) -> Any:
             if isinstance(x, np.ndarray):
                 return torch.from_numpy(x)

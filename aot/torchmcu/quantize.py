@@ -11,6 +11,13 @@ bytes with no requantization. hardswish's output is calibrated (an int8
 table); a matmul of two activations is TFLite's int8 BATCH_MATMUL, and a
 matmul by a 2-D parameter a linear layer (weights per output column).
 
+W4A8 (weights="int4"): the weights of conv, depthwise conv and linear layers
+are int4, symmetric per output channel in the narrow range -7..7 (zero point
+0; -8 is left out as TFLite's converter does for its int4 weights, so the
+grid stays symmetric and the .tflite export keeps the same values); they
+are stored as int8 tensors holding values in that range, packed two per
+byte when lowered. Activations and every other op stay int8.
+
 A conv or linear followed by ReLU/ReLU6/hardtanh is annotated as one
 pattern (its output quantized after the activation), so the activation
 fuses into the int8 kernel's clamp.
@@ -48,7 +55,7 @@ def _quiet_torchao() -> None:
             lg.setLevel(level)
 
 
-def _specs():
+def _specs(weights: str = "int8"):
     _quiet_torchao()
     from torchao.quantization.pt2e import MinMaxObserver, PerChannelMinMaxObserver
     from torchao.quantization.pt2e.quantizer import FixedQParamsQuantizationSpec, QuantizationSpec
@@ -56,7 +63,8 @@ def _specs():
     eps = 2.0 ** -12  # keeps a constant tensor's scale finite
     act = QuantizationSpec(dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_tensor_affine,
                            is_dynamic=False, observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=eps))
-    weight = QuantizationSpec(dtype=torch.int8, quant_min=-127, quant_max=127,
+    qmax = WEIGHT_QMAX[weights]
+    weight = QuantizationSpec(dtype=torch.int8, quant_min=-qmax, quant_max=qmax,
                               qscheme=torch.per_channel_symmetric, ch_axis=0, is_dynamic=False,
                               observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=eps))
 
@@ -67,6 +75,7 @@ def _specs():
     return act, weight, fixed
 
 
+WEIGHT_QMAX = {"int8": 127, "int4": 7}  # symmetric narrow range -qmax..qmax
 WEIGHTED = {aten.conv2d.default, aten.conv2d.padding, aten.linear.default}
 ACTIVATIONS = {aten.relu.default, aten.relu6.default, aten.hardtanh.default, aten.clamp.default}
 BINARY = {aten.add.Tensor, aten.mul.Tensor}
@@ -107,12 +116,15 @@ def _make_quantizer_class():
     class TorchMCUQuantizer(Quantizer):
         """int8 for CMSIS-NN / TFLite Micro kernels (see the module docstring)."""
 
-        def __init__(self, skip: set[str] | None = None) -> None:
+        def __init__(self, skip: set[str] | None = None, weights: str = "int8") -> None:
             super().__init__()
+            if weights not in WEIGHT_QMAX:
+                raise TorchMCUError(f"weights={weights!r}: one of {', '.join(WEIGHT_QMAX)}")
             self.skip = skip or set()  # node names kept in float
+            self.weights = weights  # "int8", or "int4" (W4A8)
 
         def annotate(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-            act, weight, fixed = _specs()
+            act, weight, fixed = _specs(self.weights)
             done: set[Node] = set()
 
             def mark(node: Node, inputs: dict, output: Any) -> None:
@@ -240,7 +252,7 @@ def _progress(i: int, n: int, t0: float) -> None:
 
 
 def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], calibration: Any = None,
-             progress: bool = True) -> torch.fx.GraphModule:
+             progress: bool = True, weights: str = "int8") -> torch.fx.GraphModule:
     """PTQ with torchao's prepare_pt2e / convert_pt2e: the q/dq model, which is
     also PyTorch's own reference for the quantized numerics."""
     _quiet_torchao()
@@ -250,7 +262,7 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     if not samples:
         raise TorchMCUError("the calibration set is empty")
     gm = torch.export.export(model.eval(), example_inputs, strict=False).module()
-    prepared = prepare_pt2e(gm, _make_quantizer_class()())
+    prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights))
     t0 = time.monotonic()
     with torch.no_grad():
         for i, s in enumerate(samples, 1):
@@ -268,6 +280,7 @@ def is_quantized(model: Any) -> bool:
     return any(n.op == "call_function" and "quantize_per_tensor" in str(n.target) for n in model.graph.nodes)
 
 
-def quantizer(skip: set[str] | None = None) -> Any:
-    """The quantizer itself, for users who drive prepare_pt2e / prepare_qat_pt2e."""
-    return _make_quantizer_class()(skip)
+def quantizer(skip: set[str] | None = None, weights: str = "int8") -> Any:
+    """The quantizer itself, for users who drive prepare_pt2e / prepare_qat_pt2e
+    (weights="int4" for W4A8; QAT then learns the int4 grid)."""
+    return _make_quantizer_class()(skip, weights)

@@ -177,6 +177,32 @@ def fold_linear_bias(bias, w: np.ndarray, input_offset: int) -> np.ndarray:
     return _check_i32(b + int(input_offset) * w.sum(axis=1)).astype(np.int32)
 
 
+# ---------------------------------------------------------------------- int4
+
+
+def pack_int4(values: np.ndarray) -> bytes:
+    """int4 values (-8..7, any shape) packed two per byte over the flattened
+    elements: element 2i in the low nibble of byte i, 2i + 1 in the high
+    nibble; an odd count leaves the last high nibble 0. CMSIS-NN's s4
+    kernels read this layout (a weight row may start mid-byte when the
+    row length is odd), and so does TFLite's packed kTfLiteInt4."""
+    v = np.asarray(values).reshape(-1).astype(np.int64)
+    if v.size and (v.min() < -8 or v.max() > 7):
+        raise ValueError("int4 values must lie in [-8, 7]")
+    nib = (v & 0xF).astype(np.uint8)
+    if nib.size % 2:
+        nib = np.append(nib, np.uint8(0))
+    return (nib[0::2] | (nib[1::2] << 4)).astype(np.uint8).tobytes()
+
+
+def unpack_int4(data: bytes | np.ndarray, count: int) -> np.ndarray:
+    """The first `count` int4 values of packed bytes, as int8 (pack_int4's inverse)."""
+    b = np.frombuffer(bytes(data), dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8)
+    nib = np.empty(b.size * 2, np.int16)
+    nib[0::2], nib[1::2] = b & 0xF, b >> 4
+    return (((nib[:count] ^ 8) - 8)).astype(np.int8)
+
+
 # ------------------------------------------------------------- requantization
 
 

@@ -638,6 +638,10 @@ def export_tflite(pte: bytes, *, strict: bool = True, tensor_map: dict[int, int]
     if not _is_int8_program(p):
         raise ExportError("a float32 program: the TFLite export is for int8 programs "
                           "(compile with --quant int8)")
+    s4 = sorted({op["code"] for op in p.prog["ops"] if op["code"].endswith("_S4")})
+    if s4:
+        raise ExportError(f"an int4 (W4A8) program ({', '.join(s4)}): the TFLite export covers int8 programs "
+                          "only; int4 weights (TFLite's packed INT4 tensors) are not exported yet")
     if strict:
         problems = verify_derived(pte)
         if problems:

@@ -20,6 +20,7 @@ set(TORCHMCU_PORTABLE_KERNEL_SOURCES
   kernels/portable/binary_s8.cc
   kernels/portable/concat.cc
   kernels/portable/conv2d.cc
+  kernels/portable/conv2d_s4.cc
   kernels/portable/conv2d_s8.cc
   kernels/portable/linear.cc
   kernels/portable/linear_s8.cc
@@ -39,7 +40,9 @@ set(TORCHMCU_PORTABLE_KERNEL_SOURCES
 
 set(TORCHMCU_CMSIS_NN_KERNEL_SOURCES
   kernels/cmsis_nn/binary_s8.cc
+  kernels/cmsis_nn/conv_s4.cc
   kernels/cmsis_nn/conv_s8.cc
+  kernels/cmsis_nn/linear_s4.cc
   kernels/cmsis_nn/linear_s8.cc
   kernels/cmsis_nn/pool_s8.cc
   kernels/cmsis_nn/softmax_s8.cc

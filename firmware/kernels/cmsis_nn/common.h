@@ -26,6 +26,42 @@ inline cmsis_nn_context scratch(const OpContext& ctx, uint32_t index) {
 /// CMSIS-NN's convolutions keep dims and pads in 16 bits.
 inline bool fits_u16(int32_t v) { return v >= 0 && v <= 0xffff; }
 
+// Convolution arguments (CONV2D_S8/S4, DEPTHWISE_CONV2D_S8/S4) as CMSIS-NN's structs.
+inline cmsis_nn_conv_params conv_params(const schema::QuantConv2dArgs& a) {
+  cmsis_nn_conv_params c;
+  c.input_offset = a.input_offset;
+  c.output_offset = a.output_offset;
+  c.stride = cmsis_nn_tile{a.stride_w, a.stride_h};
+  c.padding = cmsis_nn_tile{a.pad_left, a.pad_top};
+  c.dilation = cmsis_nn_tile{a.dilation_w, a.dilation_h};
+  c.activation = cmsis_nn_activation{a.act_min, a.act_max};
+  return c;
+}
+
+inline cmsis_nn_dw_conv_params dw_params(const schema::QuantConv2dArgs& a) {
+  cmsis_nn_dw_conv_params c;
+  c.input_offset = a.input_offset;
+  c.output_offset = a.output_offset;
+  c.ch_mult = a.multiplier;
+  c.stride = cmsis_nn_tile{a.stride_w, a.stride_h};
+  c.padding = cmsis_nn_tile{a.pad_left, a.pad_top};
+  c.dilation = cmsis_nn_tile{a.dilation_w, a.dilation_h};
+  c.activation = cmsis_nn_activation{a.act_min, a.act_max};
+  return c;
+}
+
+inline cmsis_nn_per_channel_quant_params quant(const OpContext& ctx) {
+  return cmsis_nn_per_channel_quant_params{ctx.in<int32_t>(3), ctx.in<int32_t>(4)};
+}
+
+// CMSIS-NN holds dims, strides and pads of convolutions in 16 bits.
+inline bool shapes_fit(const schema::QuantConv2dArgs& a) {
+  for (int32_t d = 0; d < 4; ++d) {
+    if (!fits_u16(a.x[d]) || !fits_u16(a.w[d]) || !fits_u16(a.y[d])) return false;
+  }
+  return fits_u16(a.stride_h) && fits_u16(a.stride_w) && fits_u16(a.pad_top) && fits_u16(a.pad_left);
+}
+
 }  // namespace cmsis_nn
 }  // namespace torchmcu
 

@@ -13,41 +13,6 @@ using schema::QuantConv2dArgs;
 
 constexpr uint32_t kScratch = 5;
 
-cmsis_nn_conv_params conv_params(const QuantConv2dArgs& a) {
-  cmsis_nn_conv_params c;
-  c.input_offset = a.input_offset;
-  c.output_offset = a.output_offset;
-  c.stride = cmsis_nn_tile{a.stride_w, a.stride_h};
-  c.padding = cmsis_nn_tile{a.pad_left, a.pad_top};
-  c.dilation = cmsis_nn_tile{a.dilation_w, a.dilation_h};
-  c.activation = cmsis_nn_activation{a.act_min, a.act_max};
-  return c;
-}
-
-cmsis_nn_dw_conv_params dw_params(const QuantConv2dArgs& a) {
-  cmsis_nn_dw_conv_params c;
-  c.input_offset = a.input_offset;
-  c.output_offset = a.output_offset;
-  c.ch_mult = a.multiplier;
-  c.stride = cmsis_nn_tile{a.stride_w, a.stride_h};
-  c.padding = cmsis_nn_tile{a.pad_left, a.pad_top};
-  c.dilation = cmsis_nn_tile{a.dilation_w, a.dilation_h};
-  c.activation = cmsis_nn_activation{a.act_min, a.act_max};
-  return c;
-}
-
-cmsis_nn_per_channel_quant_params quant(const OpContext& ctx) {
-  return cmsis_nn_per_channel_quant_params{ctx.in<int32_t>(3), ctx.in<int32_t>(4)};
-}
-
-// CMSIS-NN holds dims, strides and pads of convolutions in 16 bits.
-bool shapes_fit(const QuantConv2dArgs& a) {
-  for (int32_t d = 0; d < 4; ++d) {
-    if (!fits_u16(a.x[d]) || !fits_u16(a.w[d]) || !fits_u16(a.y[d])) return false;
-  }
-  return fits_u16(a.stride_h) && fits_u16(a.stride_w) && fits_u16(a.pad_top) && fits_u16(a.pad_left);
-}
-
 uint32_t scratch_bytes(const OpContext& ctx) { return uint32_t(scratch(ctx, kScratch).size); }
 
 Error conv2d_check(const OpContext& ctx) {

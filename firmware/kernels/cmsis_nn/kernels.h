@@ -28,6 +28,9 @@ extern const Kernel kMulS8;
 extern const Kernel kMaxPool2dS8;
 extern const Kernel kAvgPool2dS8;
 extern const Kernel kSoftmaxS8;
+extern const Kernel kConv2dS4;
+extern const Kernel kDepthwiseConv2dS4;
+extern const Kernel kLinearS4;
 
 }  // namespace cmsis_nn
 }  // namespace torchmcu

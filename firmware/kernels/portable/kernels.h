@@ -44,6 +44,9 @@ extern const Kernel kMinimumS8;
 extern const Kernel kHardswishF32;
 extern const Kernel kBatchMatmulF32;
 extern const Kernel kBatchMatmulS8;
+extern const Kernel kConv2dS4;
+extern const Kernel kDepthwiseConv2dS4;
+extern const Kernel kLinearS4;
 
 }  // namespace portable
 }  // namespace torchmcu

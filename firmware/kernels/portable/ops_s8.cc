@@ -56,7 +56,23 @@ TMCU_INLINE bool operand_count_ok(const OpContext& ctx) {
 // `taps`: the multiply-accumulates of one output element; each is at most
 // |(x + input_offset) * w| <= 256 * 128, or |x * w| + |input_offset * w| on
 // the interior path (bias + input_offset * sum(w), then sum x * w).
-Error conv_common_check(const OpContext& ctx, int32_t out_channels, int64_t taps) {
+constexpr int64_t kConvTermS8 = 2 * 128 * 128;
+// int4 weights (|w| <= 8), summed tap by tap: |(x + input_offset) * w| <= 256 * 8.
+constexpr int64_t kConvTermS4 = 256 * 8;
+// linear: the bias holds the kernel sums, the kernel adds x * w only.
+constexpr int64_t kLinearTermS8 = 128 * 128;
+constexpr int64_t kLinearTermS4 = 128 * 8;
+
+/// A packed int4 operand (DType::I4, the rank of dims) holds exactly the
+/// elements of dims: ceil(elements / 2) bytes.
+TMCU_INLINE Error holds_i4(const Operand& o, const int32_t* dims, uint32_t rank) {
+  const uint32_t elements = check::bytes(dims, rank, 1);
+  return elements != 0 && o.rank == rank && (elements + 1) / 2 == o.nbytes ? Error::Ok
+                                                                           : Error::InvalidTensor;
+}
+
+Error conv_common_check(const OpContext& ctx, int32_t out_channels, int64_t taps,
+                        int64_t per_term = kConvTermS8) {
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
   const Operand& x = ctx.input(0);
   const Operand& y = ctx.output(0);
@@ -77,16 +93,17 @@ Error conv_common_check(const OpContext& ctx, int32_t out_channels, int64_t taps
   for (uint32_t i = 2; i < 5; ++i) {
     TMCU_CHECK(check::vector(ctx.input(i), DType::I32, out_channels), Error::InvalidOp);
   }
-  TMCU_CHECK(accumulator_ok(taps, 2 * 128 * 128), Error::InvalidOp);
+  TMCU_CHECK(accumulator_ok(taps, per_term), Error::InvalidOp);
   return Error::Ok;
 }
 
-Error conv_args_check(const OpContext& ctx) {
+Error conv_args_check(const OpContext& ctx, DType weights = DType::I8) {
   TMCU_CHECK(operand_count_ok(ctx) &&
                  check::args<schema::QuantConv2dArgs>(ctx, OpParams::QuantConv2dParams) &&
-                 check::is(ctx.input(1), DType::I8, 4),
+                 check::is(ctx.input(1), weights, 4),
              Error::InvalidOp);
-  return check::holds4(ctx.input(1), ctx.args<schema::QuantConv2dArgs>().w);
+  const int32_t* w = ctx.args<schema::QuantConv2dArgs>().w;
+  return weights == DType::I4 ? holds_i4(ctx.input(1), w, 4) : check::holds4(ctx.input(1), w);
 }
 
 QuantConvParams conv_params(const schema::QuantConv2dArgs& a) {
@@ -138,10 +155,43 @@ void depthwise_run(const OpContext& ctx) {
                       ctx.in<const int32_t>(4), ctx.out<int8_t>(0), shape4(a.y), conv_params(a));
 }
 
+// ---- conv2d / depthwise with int4 weights (W4A8): as above, w packed I4 --------
+
+Error conv2d_s4_check(const OpContext& ctx) {
+  TMCU_TRY(conv_args_check(ctx, DType::I4));
+  const auto& a = ctx.args<schema::QuantConv2dArgs>();
+  TMCU_CHECK(a.w[3] == a.x[3], Error::InvalidOp);
+  return conv_common_check(ctx, a.w[0], int64_t(a.w[1]) * a.w[2] * a.w[3], kConvTermS4);
+}
+
+void conv2d_s4_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::QuantConv2dArgs>();
+  if (!requant_ok(ctx, a.w[0], a.w[0], int64_t(a.w[1]) * a.w[2] * a.w[3], kConvTermS4)) return;
+  conv2d_s4(ctx.in<const int8_t>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2],
+            ctx.in<const int32_t>(2), ctx.in<const int32_t>(3), ctx.in<const int32_t>(4),
+            ctx.out<int8_t>(0), shape4(a.y), conv_params(a));
+}
+
+Error depthwise_s4_check(const OpContext& ctx) {
+  TMCU_TRY(conv_args_check(ctx, DType::I4));
+  const auto& a = ctx.args<schema::QuantConv2dArgs>();
+  TMCU_CHECK(a.w[0] == 1 && a.multiplier >= 1 && int64_t(a.x[3]) * a.multiplier == a.w[3],
+             Error::InvalidOp);
+  return conv_common_check(ctx, a.w[3], int64_t(a.w[1]) * a.w[2], kConvTermS4);
+}
+
+void depthwise_s4_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::QuantConv2dArgs>();
+  if (!requant_ok(ctx, a.w[3], a.w[3], int64_t(a.w[1]) * a.w[2], kConvTermS4)) return;
+  depthwise_conv2d_s4(ctx.in<const int8_t>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1],
+                      a.w[2], a.multiplier, ctx.in<const int32_t>(2), ctx.in<const int32_t>(3),
+                      ctx.in<const int32_t>(4), ctx.out<int8_t>(0), shape4(a.y), conv_params(a));
+}
+
 // ---- linear: x [rows, in], w [out, in], bias (kernel sums folded), mult, shift
 // [, scratch]
 
-Error linear_check(const OpContext& ctx) {
+Error linear_check_weights(const OpContext& ctx, DType weights, int64_t per_term) {
   TMCU_CHECK(operand_count_ok(ctx) &&
                  check::args<schema::QuantLinearArgs>(ctx, OpParams::QuantLinearParams),
              Error::InvalidOp);
@@ -150,13 +200,13 @@ Error linear_check(const OpContext& ctx) {
   const Operand& x = ctx.input(0);
   const Operand& w = ctx.input(1);
   const Operand& y = ctx.output(0);
-  TMCU_CHECK(s8(x) && x.rank >= 1 && s8(y) && y.rank == x.rank && check::is(w, DType::I8, 2),
+  TMCU_CHECK(s8(x) && x.rank >= 1 && s8(y) && y.rank == x.rank && check::is(w, weights, 2),
              Error::InvalidOp);
   TMCU_TRY(check::holds(x, a.x_rows, a.x_cols));
-  TMCU_TRY(check::holds(w, a.w));
+  TMCU_TRY(weights == DType::I4 ? holds_i4(w, a.w, 2) : check::holds(w, a.w));
   TMCU_TRY(check::holds(y, a.y_rows, a.y_cols));
   TMCU_CHECK(a.x_cols == a.w[1] && a.y_cols == a.w[0] && a.x_rows == a.y_rows, Error::InvalidOp);
-  TMCU_CHECK(check::vector(ctx.input(2), DType::I32, a.w[0]) && accumulator_ok(a.w[1], 128 * 128),
+  TMCU_CHECK(check::vector(ctx.input(2), DType::I32, a.w[0]) && accumulator_ok(a.w[1], per_term),
              Error::InvalidOp);
   const Operand& mult = ctx.input(3);
   const int32_t n = int32_t(mult.nbytes / 4);
@@ -166,11 +216,23 @@ Error linear_check(const OpContext& ctx) {
   return Error::Ok;
 }
 
+Error linear_check(const OpContext& ctx) { return linear_check_weights(ctx, DType::I8, kLinearTermS8); }
+Error linear_s4_check(const OpContext& ctx) { return linear_check_weights(ctx, DType::I4, kLinearTermS4); }
+
 void linear_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantLinearArgs>();
   const int32_t n = int32_t(ctx.input(3).nbytes / 4);
-  if (!requant_ok(ctx, a.w[0], n, a.w[1], 128 * 128)) return;
+  if (!requant_ok(ctx, a.w[0], n, a.w[1], kLinearTermS8)) return;
   linear_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.in<const int32_t>(2),
+            ctx.in<const int32_t>(3), ctx.in<const int32_t>(4), n, ctx.out<int8_t>(0), a.x_rows, a.w[1],
+            a.w[0], a.output_offset, a.act_min, a.act_max);
+}
+
+void linear_s4_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::QuantLinearArgs>();
+  const int32_t n = int32_t(ctx.input(3).nbytes / 4);
+  if (!requant_ok(ctx, a.w[0], n, a.w[1], kLinearTermS4)) return;
+  linear_s4(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.in<const int32_t>(2),
             ctx.in<const int32_t>(3), ctx.in<const int32_t>(4), n, ctx.out<int8_t>(0), a.x_rows, a.w[1],
             a.w[0], a.output_offset, a.act_min, a.act_max);
 }
@@ -461,6 +523,9 @@ const Kernel kLutS8 = {lut_check, lut_run, kInplaceFirst};
 const Kernel kMaximumS8 = {max_min_check, max_min_run<maximum_s8>, kInplaceBoth};
 const Kernel kMinimumS8 = {max_min_check, max_min_run<minimum_s8>, kInplaceBoth};
 const Kernel kBatchMatmulS8 = {batch_matmul_check, batch_matmul_run};
+const Kernel kConv2dS4 = {conv2d_s4_check, conv2d_s4_run};
+const Kernel kDepthwiseConv2dS4 = {depthwise_s4_check, depthwise_s4_run};
+const Kernel kLinearS4 = {linear_s4_check, linear_s4_run};
 
 }  // namespace portable
 }  // namespace torchmcu

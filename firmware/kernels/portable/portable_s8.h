@@ -72,6 +72,37 @@ void linear_s8(const int8_t* in, const int8_t* w, const int32_t* bias,
                int32_t batch, int32_t in_features, int32_t out_features, int32_t output_offset,
                int32_t act_min, int32_t act_max);
 
+// ---- W4A8: int4 weights, int8 activations --------------------------------
+// Weights are packed two per byte over the tensor's elements in order: element
+// i is the low nibble of byte i / 2 when i is even, the high nibble when odd
+// (a row may start mid-byte when its length is odd), each a two's complement
+// value in [-8, 7]; CMSIS-NN's s4 kernels read the same layout. Layouts,
+// arithmetic and requirements otherwise as the _s8 kernels above; the glue
+// (ops_s8.cc) bounds the accumulators for products of at most 255 * 8.
+
+/// Weight element i of a packed int4 tensor.
+inline int32_t int4_at(const int8_t* packed, int32_t i) {
+  const int32_t byte = static_cast<uint8_t>(packed[i >> 1]);
+  return (((i & 1) ? byte >> 4 : byte & 15) ^ 8) - 8;
+}
+
+/// conv2d_s8 with packed int4 OHWI weights.
+void conv2d_s4(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+               int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
+               const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p);
+
+/// depthwise_conv2d_s8 with packed int4 [1][kh][kw][C*m] weights.
+void depthwise_conv2d_s4(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                         int32_t kernel_w, int32_t depth_multiplier, const int32_t* bias,
+                         const int32_t* multiplier, const int32_t* shift, int8_t* out,
+                         Shape4 out_shape, const QuantConvParams& p);
+
+/// linear_s8 with packed int4 [out][in] weights (bias with the kernel sums folded in).
+void linear_s4(const int8_t* in, const int8_t* w, const int32_t* bias,
+               const int32_t* multiplier, const int32_t* shift, int32_t num_requant, int8_t* out,
+               int32_t batch, int32_t in_features, int32_t out_features, int32_t output_offset,
+               int32_t act_min, int32_t act_max);
+
 struct QuantAddParams {
   int32_t input1_offset, input1_multiplier, input1_shift;
   int32_t input2_offset, input2_multiplier, input2_shift;
