@@ -342,8 +342,9 @@ def test_missing_qemu(tmp_path, monkeypatch):
 
 def test_runner_protocol():
     assert isinstance(sim.get_runner("qemu"), sim.Runner)
-    with pytest.raises(ValueError, match="qemu"):
-        sim.get_runner("fvp")
+    assert isinstance(sim.get_runner("fvp"), sim.Runner) and sim.get_runner("fvp").name == "fvp"
+    with pytest.raises(ValueError, match="available: fvp, qemu"):
+        sim.get_runner("renode")
 
 
 @needs_qemu

@@ -104,6 +104,17 @@ class Npu:
     base: int  # its register block
     irq: int
 
+    @property
+    def defines(self) -> dict[str, str]:
+        """-D macros of the NPU's board support and delegate (firmware/boards/npu/,
+        firmware/delegates/ethos_u/): its registers and interrupt, the vector
+        table's size that puts the interrupt in it, and what the command
+        streams must have been compiled for (blob.py's accelerator codes)."""
+        arch, macs = self.accelerator.removeprefix("ethos-").split("-")
+        return {"TMCU_BOARD_NPU_BASE": f"0x{self.base:08x}u", "TMCU_BOARD_NPU_IRQ": str(self.irq),
+                "TMCU_BOARD_NUM_IRQS": str(max(16, self.irq + 1)),
+                "TMCU_BOARD_NPU_ARCH": str({"u55": 0, "u65": 1, "u85": 2}[arch]), "TMCU_BOARD_NPU_MACS": macs}
+
 
 @dataclass(frozen=True)
 class Board:
@@ -173,6 +184,7 @@ class Board:
             "TMCU_BOARD_HAS_DSP": "1" if c.dsp else "0",
             "TMCU_BOARD_IO_BASE": f"0x{self.io_base:08x}u",
             "TMCU_BOARD_IO_SIZE": f"0x{self.io_size:08x}u",
+            **(self.npu.defines if self.npu else {}),
         }
 
     @property

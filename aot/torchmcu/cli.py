@@ -138,6 +138,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         "note": "instruction counts from QEMU -icount shift=0, not cycles" if args.sim == "qemu" else
                 "the host runner counts no instructions",
     }
+    if res.npu:  # the NPU's own counts, per partition (the Ethos-U delegate's PMU, profiled run)
+        result["npu"] = {str(k): v for k, v in sorted(res.npu.items())}
+        result["note"] = "an FVP counts no instructions; npu: the NPU's PMU cycles and beats per call"
     if args.device:
         result["note"] = "a board over a serial port: no instruction counts; ticks are its own counter"
         result["ticks_per_sample"] = res.sample_ticks
@@ -175,6 +178,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             if result["framework_overhead_per_op"] is not None:
                 print(f"framework overhead: {result['framework_overhead_per_op']:,} instructions per op "
                       f"(inference less the kernels' own, over {len(ops)} ops; mean of {args.repeat} run(s))")
+        for k, figures in sorted(res.npu.items()):
+            counts = ", ".join(f"{name} {v:,.0f}" for name, v in figures.items() if name not in ("cycles", "calls"))
+            print(f"NPU partition {k}: {figures.get('cycles', 0):,.0f} cycles per call (PMU; {counts})")
         if args.profile:
             print(f"{'#':>3}  {'op':<24} {'kind':<12} {'instructions':>12}")
             for i, op in sorted(enumerate(ops), key=lambda e: -(e[1].get("instructions") or 0)):
@@ -246,8 +252,10 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("model", help="path.py:function returning (nn.Module, example_inputs)")
     c.add_argument("--board", required=True, help="board name (see `torchmcu boards`) or a .toml path")
     c.add_argument("-o", "--output", required=True, help="output directory")
-    c.add_argument("--quant", default="float32", choices=["float32", "int8"],
-                   help="int8: CMSIS-NN/TFLite Micro scheme, post-training quantization (default float32)")
+    c.add_argument("--quant", default="float32", choices=["float32", "int8", "int4"],
+                   help="int8: CMSIS-NN/TFLite Micro scheme, post-training quantization; int4: W4A8, int4 "
+                        "weights (packed two per byte) for conv/depthwise/linear, int8 activations "
+                        "(default float32)")
     c.add_argument("--io", default="float", choices=["float", "int8"],
                    help="int8: the program takes and gives int8 (with --quant int8); `run --input` "
                         "still takes float arrays and quantizes them as the device would")
@@ -278,7 +286,9 @@ def make_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a compiled model in a simulator or on the host")
     r.add_argument("dir")
-    r.add_argument("--sim", default="qemu", choices=["qemu", "host"])
+    r.add_argument("--sim", default="qemu", choices=["qemu", "host", "fvp"],
+                   help="qemu (default), host (the runtime built for this machine), or fvp: the board's Arm "
+                        "Corstone FVP from $TORCHMCU_FVP_DIR, which runs the Ethos-U NPU")
     r.add_argument("--input", action="append", default=[],
                    help=".npy per model input (or one .npz); a leading extra axis is a batch of samples. "
                         "Default: the example inputs")

@@ -22,6 +22,7 @@ from . import serialize
 from .boards import BOARDS_DIR, Board, load_board
 from .capture import capture
 from .errors import CompileError
+from .ethos_u.delegate import check_npu_operands, delegate_to_npu, format_npu_report
 from .layout import PGraph, to_program_graph
 from .lower import lower
 from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, plan
@@ -77,13 +78,20 @@ def choose_arena_memory(board: Board, size: int) -> str:
 CODE_RESERVE = 128 * 1024
 
 
-def choose_program_memory(board: Board, size: int, quant: str = "float32") -> str:
+def choose_program_memory(board: Board, size: int, quant: str = "float32",
+                          reach: tuple[str, ...] | None = None) -> str:
     """The code memory when the program fits beside the code, else the
-    fastest memory that may hold read-only data and has room."""
+    fastest memory that may hold read-only data and has room. `reach`: the
+    memories an accelerator reading the program in place can reach (the
+    NPU's, for a program with Ethos-U command streams and weights)."""
     code = board.memory(board.code_memory)
-    if size + CODE_RESERVE <= code.size:
+    if size + CODE_RESERVE <= code.size and (reach is None or code.name in reach):
         return code.name
-    others = sorted((m for m in board.memories if "rodata" in m.holds and m is not code), key=lambda m: m.speed)
+    others = sorted((m for m in board.memories if "rodata" in m.holds and m is not code
+                     and (reach is None or m.name in reach)), key=lambda m: m.speed)
+    if reach is not None and not others and code.name not in reach:
+        raise CompileError(f"no memory of board {board.name} that can hold programs is reachable by its NPU "
+                           f"({', '.join(reach)}): give one of them \"rodata\" in its holds")
     for m in others:
         if size <= m.size:
             return m.name
@@ -149,13 +157,19 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     pg = to_program_graph(graph)
     if quant in ("int8", "int4"):
         _warn_fallbacks(pg)
+    npu = delegate_to_npu(board, pg, example_inputs, calibration)  # the Ethos-U partitions, when the board has one
+    reach = {"ETHOS_U": board.npu.memories} if npu and npu["calls"] and board.npu else {}
     regions = arena_regions(board, budgets)
     mem = plan(pg, regions, PlanOptions(budgets=dict(budgets or {}), pins=dict(pins or {}), inplace=inplace,
-                                        tile=tile))
+                                        tile=tile, operand_memories=reach))
+    if reach:
+        check_npu_operands(pg, mem)
     arenas = [serialize.ArenaSpec(r.name, r.arena_bytes) for r in mem.regions]
     prog, segment = serialize.program_dict(pg, mem, arenas)
     pte = serialize.to_pte(prog, segment)
-    program_memory = choose_program_memory(board, len(pte), quant)
+    # What the device links (tool-only fields dropped): an NPU program keeps a copy of its partitions' ops for tools.
+    device_bytes = len(serialize.device_image(pte)) if reach else len(pte)
+    program_memory = choose_program_memory(board, device_bytes, quant, reach=reach.get("ETHOS_U"))
     hot_note = None
     if copy_hot_weights:
         speed = board.memory(program_memory).speed
@@ -195,6 +209,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
 
     report = make_report(board, pg, mem, pte, len(segment), program_memory)
+    if npu is not None:
+        report["ethos_u"] = {**npu, "program_device_bytes": device_bytes, "program_memory": program_memory}
     (out / "memory_plan.json").write_text(json.dumps(memory_plan(pg, mem), indent=2) + "\n")
     picture = memory_picture(pg, mem, out / "memory_plan.png")
     report["memory"]["picture"] = picture
@@ -348,7 +364,7 @@ WEIGHTED_CODES = {f"{op}_{t}" for op in ("CONV2D", "DEPTHWISE_CONV2D", "LINEAR")
 def meta_quant(pg: PGraph) -> str:
     if any(op.code.endswith("_S4") for op in pg.ops):
         return "int4"
-    return "int8" if any(op.code.endswith("_S8") for op in pg.ops) else "float32"
+    return "int8" if any(op.code.endswith("_S8") or op.code == "ETHOS_U" for op in pg.ops) else "float32"
 
 
 def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes: int,
@@ -424,5 +440,7 @@ def format_report(r: dict[str, Any]) -> str:
     if wf and wf["int8_bytes"]:
         lines.append(f"  weights: {wf['bytes']:,} B as stored ({wf['int4_layers']} int4 layers); "
                      f"{wf['int8_bytes']:,} B at int8, {wf['float32_bytes']:,} B at float32")
+    if r.get("ethos_u"):
+        lines += ["", format_npu_report(r["ethos_u"]).rstrip("\n")]
     lines.append("")
     return "\n".join(lines)

@@ -16,14 +16,17 @@ the MPS4 one mps4_board.*, mps4_board.subsystem.cpu0 and
 mps4_board.subsystem.ethosu.
 
 Output is the firmware's line protocol (firmware/app/app.h, parsed by
-torchmcu.runner.parse_protocol) plus, from the Ethos-U delegate, one line per
-NPU call with the NPU's PMU counters:
+torchmcu.runner.parse_protocol). In a profiled run the app prints, after the
+op line of each Ethos-U call, what the delegate measured with the NPU's PMU
+(firmware/delegates/ethos_u/ethos_u.cc):
 
     tmcu: npu <partition> cycles=<n> [<event>=<n> ...] [runs=<r>]
 
 `cycles` is the PMU cycle counter over the call; further fields are the PMU
-event counters the delegate configured, by name (e.g. ext_rd_beats=...).
-With runs=r the figures are sums over r calls; parse_npu returns means.
+event counters the delegate configured, by name (sram_rd_beats,
+sram_wr_beats, ext_rd_beats: data beats on the NPU's SRAM and external
+ports). With runs=r the figures are sums over r calls; parse_npu returns
+means.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from .boards import Board, load_board
-from .sim import IoBlobTooLarge, SimResult, SimulatorNotFound
+from .sim import RUNNERS, IoBlobTooLarge, SimResult, SimulatorNotFound
 
 __all__ = [
     "FVP_DIR_ENV",
@@ -232,3 +235,6 @@ class FvpRunner:
                 out, err = proc.communicate()
         return result_from_output(cmd, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
                                   proc.returncode, killed)
+
+
+RUNNERS["fvp"] = FvpRunner()  # torchmcu.sim's registry: `torchmcu run --sim fvp`

@@ -13,6 +13,10 @@ def _fmt_params(params: tuple[str, dict] | None) -> str:
     if params is None:
         return ""
     name, body = params
+    if name == "EthosUParams":  # the partition as the CPU runs it (for the interpreter): counted, not listed
+        ops = ", ".join(op["code"] for op in body["ops"])
+        return (f"EthosUParams(partition={body['partition']}; replaces {len(body['ops'])} ops: {ops}; "
+                f"{len(body['constants']):,} B of their constants kept for tools)")
     items = []
     for k, v in body.items():
         if isinstance(v, float):

@@ -71,35 +71,68 @@ class Interpreter:
             self.arenas[c["arena"]][c["dst"]:c["dst"] + c["nbytes"]] = pte[src:src + c["nbytes"]]
 
     def tensor(self, index: int) -> np.ndarray:
-        t = self.prog["tensors"][index]
-        dtype = NP[t["dtype"]]
-        count = t["nbytes"] // np.dtype(dtype).itemsize
-        if t["region"] == "CONSTANT":
-            arr = np.frombuffer(self.pte, dtype=dtype, count=count, offset=self.seg + t["offset"])
-        else:
-            arr = np.frombuffer(self.arenas[t["arena"]], dtype=dtype, count=count, offset=t["offset"])
-        return arr.reshape(t["dims"])
+        return _view(self.prog["tensors"][index], self.pte, self.seg, self.arenas)
 
     def write(self, index: int, value: np.ndarray) -> None:
-        t = self.prog["tensors"][index]
-        data = np.ascontiguousarray(value, dtype=NP[t["dtype"]]).tobytes()
-        assert len(data) == t["nbytes"], (t["name"], len(data), t["nbytes"])
-        self.arenas[t["arena"]][t["offset"]:t["offset"] + len(data)] = data
+        _store(self.prog["tensors"][index], value, self.arenas)
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         for index, x in zip(self.prog["inputs"], inputs):
             self.write(index, np.asarray(x).reshape(self.prog["tensors"][index]["dims"]))
-        for op in self.prog["ops"]:
-            args = [None if i < 0 else self.tensor(i).copy() for i in op["inputs"]]
-            outs = [self.prog["tensors"][i] for i in op["outputs"]]
-            params = op["params"][1] if op["params"] else {}
-            if op["code"] == "DEQUANTIZE_S8":  # its quantization is the input's
-                src = self.prog["tensors"][op["inputs"][0]]
-                result = ref.dequantize(args[0], src["scale"], src["zero_point"])
-            else:
-                result = OPS[op["code"]](args, params, outs)
-            self.write(op["outputs"][0], np.asarray(result).reshape(outs[0]["dims"]))
+        _execute(self.prog["ops"], self.prog["tensors"], self.pte, self.seg, self.arenas)
         return [self.tensor(i).copy() for i in self.prog["outputs"]]
+
+
+def _view(t: dict, constants: bytes, base: int, arenas: list[bytearray]) -> np.ndarray:
+    """A tensor's bytes as an array: constants at `base` + offset in `constants`
+    (packed int4 weights, I4, unpacked to int8 values)."""
+    if t["dtype"] == "I4":
+        start = base + t["offset"] if t["region"] == "CONSTANT" else t["offset"]
+        data = constants if t["region"] == "CONSTANT" else arenas[t["arena"]]
+        count = int(np.prod(t["dims"], dtype=np.int64))
+        return ref.unpack_int4(bytes(data[start:start + t["nbytes"]]), count).reshape(t["dims"])
+    dtype = NP[t["dtype"]]
+    count = t["nbytes"] // np.dtype(dtype).itemsize
+    if t["region"] == "CONSTANT":
+        arr = np.frombuffer(constants, dtype=dtype, count=count, offset=base + t["offset"])
+    else:
+        arr = np.frombuffer(arenas[t["arena"]], dtype=dtype, count=count, offset=t["offset"])
+    return arr.reshape(t["dims"])
+
+
+def _store(t: dict, value: np.ndarray, arenas: list[bytearray]) -> None:
+    data = np.ascontiguousarray(value, dtype=NP[t["dtype"]]).tobytes()
+    assert len(data) == t["nbytes"], (t["name"], len(data), t["nbytes"])
+    arenas[t["arena"]][t["offset"]:t["offset"] + len(data)] = data
+
+
+def _execute(ops: list[dict], tensors: list[dict], constants: bytes, base: int, arenas: list[bytearray]) -> None:
+    for op in ops:
+        args = [None if i < 0 else _view(tensors[i], constants, base, arenas).copy() for i in op["inputs"]]
+        outs = [tensors[i] for i in op["outputs"]]
+        params = op["params"][1] if op["params"] else {}
+        if op["code"] == "ETHOS_U":
+            results = ethos_u_call(params, args[3:])
+        elif op["code"] == "DEQUANTIZE_S8":  # its quantization is the input's
+            src = tensors[op["inputs"][0]]
+            results = [ref.dequantize(args[0], src["scale"], src["zero_point"])]
+        else:
+            results = [OPS[op["code"]](args, params, outs)]
+        for t, result in zip(outs, results):
+            _store(t, np.asarray(result).reshape(t["dims"]), arenas)
+
+
+def ethos_u_call(params: dict, inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+    """An Ethos-U delegate call as the reference computes it: the
+    partition's ops as the CPU runs them (EthosUParams, written by
+    torchmcu.ethos_u.delegate), over their own constants and arena."""
+    constants = bytes(params["constants"])
+    tensors = params["tensors"]
+    arenas = [bytearray(params["arena_bytes"])]
+    for index, x in zip(params["inputs"], inputs):
+        _store(tensors[index], np.asarray(x).reshape(tensors[index]["dims"]), arenas)
+    _execute(params["ops"], tensors, constants, 0, arenas)
+    return [_view(tensors[i], constants, 0, arenas).copy() for i in params["outputs"]]
 
 
 def run_reference(pte: bytes, samples: list[list[np.ndarray]]) -> list[np.ndarray]:
@@ -202,6 +235,10 @@ OPS: dict[str, Callable[[list, dict, list], Any]] = {
     "CONV2D_S8": _conv2d_s8,
     "DEPTHWISE_CONV2D_S8": _depthwise_s8,
     "LINEAR_S8": _linear_s8,
+    # W4A8: the same integer math on the unpacked int4 weights
+    "CONV2D_S4": _conv2d_s8,
+    "DEPTHWISE_CONV2D_S4": _depthwise_s8,
+    "LINEAR_S4": _linear_s8,
     "ADD_S8": lambda a, p, outs: ref.add(a[0], a[1], p),
     "MUL_S8": lambda a, p, outs: ref.mul(a[0], a[1], p),
     "MAX_POOL2D_S8": _pool_s8(ref.max_pool2d),

@@ -21,7 +21,7 @@ from . import cmsis_nn
 from .errors import CompileError
 from .lower import Graph, Node, QConst
 
-NP_DTYPES = {"F32": np.float32, "I8": np.int8, "I32": np.int32}
+NP_DTYPES = {"F32": np.float32, "I8": np.int8, "I32": np.int32, "I4": np.int8}  # I4: values, packed on serialize
 
 NHWC = (0, 2, 3, 1)
 
@@ -41,7 +41,10 @@ class PTensor:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.dims, dtype=np.int64)) * {"F32": 4, "I32": 4, "I16": 2, "I8": 1, "U8": 1}[self.dtype]
+        n = int(np.prod(self.dims, dtype=np.int64))
+        if self.dtype == "I4":  # two per byte (reference.pack_int4)
+            return (n + 1) // 2
+        return n * {"F32": 4, "I32": 4, "I16": 2, "I8": 1, "U8": 1}[self.dtype]
 
 
 @dataclass
@@ -368,8 +371,11 @@ class _Layout:
             params["multiplier"] = cout // cin
         else:
             code, wt = "CONV2D_S8", np.transpose(w.data, (0, 2, 3, 1))
+        wdtype = "I8"
+        if w.bits == 4:  # W4A8: the same op with packed int4 weights
+            code, wdtype = code[:-2] + "S4", "I4"
         bias = _bias_q(b, s_in, s_w, cout)
-        wid = self.constant(f"{n.name}_weight", wt, "I8")
+        wid = self.constant(f"{n.name}_weight", wt, wdtype)
         # Output channels: OHWI's first axis; the last of depthwise [1, kh, kw, C*m].
         self.p.tensors[wid].channel_scales = tuple(float(v) for v in s_w)
         self.p.tensors[wid].channel_axis = 3 if a["groups"] > 1 else 0
@@ -398,16 +404,17 @@ class _Layout:
         # The kernel sums: input_offset * sum(w) folded into the bias ahead of time.
         bias = _bias_q(b, s_in, s_w, cout) + np.int64(-zp_in) * w.data.astype(np.int64).sum(1)
         lo, hi = _act_q(n.attrs["act"], s_out, zp_out)
-        wid = self.constant(f"{n.name}_weight", w.data, "I8")
+        code, wdtype = ("LINEAR_S4", "I4") if w.bits == 4 else ("LINEAR_S8", "I8")
+        wid = self.constant(f"{n.name}_weight", w.data, wdtype)
         self.p.tensors[wid].channel_scales = tuple(float(v) for v in s_w)
         self.p.tensors[wid].channel_axis = 0
         ins = [xin, wid, self.constant(f"{n.name}_bias", bias, "I32"),
                self.constant(f"{n.name}_multiplier", mult, "I32"), self.constant(f"{n.name}_shift", shift, "I32")]
         params = {"input_offset": -zp_in, "output_offset": zp_out, "act_min": lo, "act_max": hi}
-        nbytes = cmsis_nn.scratch_bytes("LINEAR_S8", self.p.tensors[xin].dims, w.shape, shape, params)
+        nbytes = cmsis_nn.scratch_bytes(code, self.p.tensors[xin].dims, w.shape, shape, params)
         if nbytes > 0:  # as qconv2d (none today: MVE's kernel sums are the folded bias)
             ins.append(self.activation(f"{n.name}_scratch", (nbytes,), like=n.out))
-        self.emit("LINEAR_S8", ins, [out], ("QuantLinearParams", params), n, "linear",
+        self.emit(code, ins, [out], ("QuantLinearParams", params), n, "linear",
                   int(np.prod(shape)) * int(w.shape[1]))
         self.val[n.out] = (out, _identity(len(shape)))
 

@@ -44,6 +44,9 @@ class RunResult:
     calib_ticks: float = 0.0  # the profiler's own cost per op (an op with no kernel)
     repeat_ticks: float | None = None  # the first sample, mean over its repeats
     runs: int = 1
+    # Per NPU partition, its PMU figures (cycles, ...; means over the calls) from the
+    # delegate's "tmcu: npu" lines (profiled runs of an Ethos-U program on an FVP).
+    npu: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def instructions(self, ticks: float) -> int | None:
         return None if self.instructions_per_tick is None else round(ticks * self.instructions_per_tick)
@@ -170,8 +173,9 @@ def split_samples(meta: dict[str, Any], inputs: list[np.ndarray]) -> list[list[n
 
 def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str = "qemu", profile: bool = False,
         timeout_s: float = 300.0, repeat: int = 1) -> RunResult:
-    """Run the compiled model in OUT on `sim` ("qemu" or "host"). `repeat`
-    measures the load, the profile and the first sample that many times."""
+    """Run the compiled model in OUT on `sim` ("qemu", "host", or "fvp": the
+    board's Arm FVP, for programs with Ethos-U calls). `repeat` measures the
+    load, the profile and the first sample that many times."""
     out = Path(out_dir)
     meta = load_meta(out)
     blob = io_blob(program_samples(meta, split_samples(meta, inputs)), profile, repeat)
@@ -196,11 +200,24 @@ def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str = "qemu", profil
         if res.timed_out:
             raise SimError(f"QEMU timed out after {timeout_s} s\n{res.stdout[-2000:]}")
         text, code, ipt, cmd = res.stdout, res.exit_code, board.instructions_per_tick, res.command
+    elif sim == "fvp":  # no instruction counts: an FVP is not -icount QEMU
+        from .sim import get_runner
+        board = load_board(meta["board"])
+        elf = out / "firmware.elf"
+        if not elf.is_file():
+            raise TorchMCUError(f"{elf} not found; run `torchmcu build {out}` first")
+        res = get_runner("fvp").run(board, elf, blob, timeout_s=timeout_s)
+        if res.timed_out:
+            raise SimError(f"the FVP timed out after {timeout_s} s\n{res.stdout[-2000:]}")
+        text, code, ipt, cmd = res.stdout, res.exit_code, None, res.command
     else:
-        raise TorchMCUError(f"unknown simulator {sim!r}: use qemu or host")
+        raise TorchMCUError(f"unknown simulator {sim!r}: use qemu, host or fvp")
+    from .fvp import parse_npu
+
     info, outputs = parse_protocol(text, meta["outputs"])
     return RunResult(outputs, code, info["load_ticks"], info["sample_ticks"], info["op_ticks"], ipt, text, cmd,
-                     calib_ticks=info["calib_ticks"], repeat_ticks=info["repeat_ticks"], runs=info["runs"])
+                     calib_ticks=info["calib_ticks"], repeat_ticks=info["repeat_ticks"], runs=info["runs"],
+                     npu=parse_npu(text))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,7 +250,7 @@ def expected(out_dir: str | Path, samples: list[list[np.ndarray]]) -> tuple[list
     Quantized programs: the project's NumPy reference executing the program,
     bit for bit. Float programs: PyTorch, within the float tolerance."""
     meta = load_meta(out_dir)
-    if meta.get("quant") == "int8":
+    if meta.get("quant") in ("int8", "int4"):
         from .interpret import run_reference
 
         return run_reference((Path(out_dir) / "model.pte").read_bytes(), program_samples(meta, samples)), None

@@ -1,8 +1,8 @@
 """Run firmware images in a simulator and collect UART output and exit code.
 
-Only QEMU is implemented. Other simulators (Arm FVP, Renode) can be added as
-further :class:`Runner` implementations with the same ``run`` signature and
-registered in :data:`RUNNERS`.
+QEMU (here) and Arm's Corstone FVPs (torchmcu.fvp, for boards with an NPU)
+are registered in :data:`RUNNERS`; another simulator (Renode) would be a
+further :class:`Runner` with the same ``run`` signature.
 """
 
 from __future__ import annotations
@@ -171,6 +171,7 @@ class QemuRunner:
 
 
 RUNNERS: dict[str, Runner] = {"qemu": QemuRunner()}
+from . import fvp as _fvp  # noqa: F401  registers RUNNERS["fvp"] (fvp.py imports this module)
 
 
 def get_runner(name: str = "qemu") -> Runner:

@@ -93,6 +93,24 @@ int finish(int status, uint32_t samples) {
   return status;
 }
 
+// "tmcu: npu <partition> cycles=<c> <counter>=<n> ..." after a delegate's
+// call, when the delegate measured it (torchmcu.fvp.parse_npu reads it).
+void write_delegate_sample() {
+  tmcu_delegate_sample s;
+  if (tmcu_delegate_take_sample == nullptr || tmcu_delegate_take_sample(&s) == 0) return;
+  write("tmcu: npu ");
+  write_u64(s.partition);
+  write(" cycles=");
+  write_u64(s.cycles);
+  for (uint32_t i = 0; i < s.num_counters && i < TMCU_DELEGATE_MAX_COUNTERS; ++i) {
+    write(" ");
+    write(s.names[i]);
+    write("=");
+    write_u64(s.counters[i]);
+  }
+  write("\n");
+}
+
 class Profiler final : public OpObserver {
  public:
   void op_begin(uint32_t) override { start_ = tmcu_platform_ticks(); }
@@ -107,6 +125,7 @@ class Profiler final : public OpObserver {
     write(" ticks=");
     write_u64(ticks);
     write("\n");
+    write_delegate_sample();
   }
 
   // The ticks of an op with no kernel in between, summed over `runs`: the

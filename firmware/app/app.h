@@ -14,6 +14,8 @@
 //   load status=<code> ticks=<t> runs=<r>      program + method load, r times
 //   calib ticks=<t> runs=<r>                   the profiler's own cost, r times
 //   op <index> ticks=<t>                       one op of the first sample; r passes
+//   npu <partition> cycles=<c> <counter>=<n>.. after an op that was a delegate call
+//                                              (profile only): its hardware's counts
 //   repeat ticks=<t> runs=<r>                  the first sample, r more times
 //   sample <s> ticks=<t> out<k>=<hex bytes>    one inference
 //   done status=<code> samples=<n>

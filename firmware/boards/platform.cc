@@ -63,8 +63,13 @@ extern "C" void SysTick_Handler(void) {
   g_wrapped_ticks = g_wrapped_ticks + kPeriod;
 }
 
+// Starts the NPU's driver (firmware/boards/npu/), when the firmware has one:
+// weak, so it is null in builds without an NPU.
+extern "C" void tmcu_platform_npu_init(void) __attribute__((weak));
+
 extern "C" void tmcu_platform_init(void) {
   uart_enable();
+  if (tmcu_platform_npu_init != nullptr) tmcu_platform_npu_init();
   if (!g_systick_started) {
     reg32(kSystCsr) = 0;
     reg32(kSystRvr) = kPeriod - 1;

@@ -1,8 +1,23 @@
 // Generic Cortex-M startup: vector table, reset, fault reporting, and the
 // few libc hooks (_exit, abort, assert) that would otherwise drag in stdio
 // or syscalls. Section and symbol names match torchmcu.boards.linker_script.
+#include <stddef.h>
+
+#include <utility>
+
 #include "cortex_m.h"
 #include "platform.h"
+
+// External interrupts in the vector table: 16 unless the board has a device
+// interrupting above them (an NPU: TMCU_BOARD_NPU_IRQ, whose slot holds
+// tmcu_npu_irq_handler). Torchmcu.boards.Board.defines sets both.
+#ifndef TMCU_BOARD_NUM_IRQS
+#define TMCU_BOARD_NUM_IRQS 16
+#endif
+#ifndef TMCU_BOARD_NPU_IRQ
+#define TMCU_BOARD_NPU_IRQ (-1)
+#endif
+static_assert(TMCU_BOARD_NUM_IRQS >= 16 && TMCU_BOARD_NPU_IRQ < TMCU_BOARD_NUM_IRQS, "vector table size");
 
 extern "C" {
 // Defined by the generated linker script.
@@ -37,6 +52,8 @@ void SVC_Handler(void) __attribute__((weak, alias("tmcu_default_handler")));
 void DebugMon_Handler(void) __attribute__((weak, alias("tmcu_default_handler")));
 void PendSV_Handler(void) __attribute__((weak, alias("tmcu_default_handler")));
 void tmcu_irq_handler(void) __attribute__((weak, alias("tmcu_default_handler")));
+// The NPU's interrupt (firmware/boards/npu/ with the Ethos-U driver).
+void tmcu_npu_irq_handler(void) __attribute__((weak, alias("tmcu_default_handler")));
 }
 
 namespace {
@@ -48,39 +65,49 @@ using Handler = void (*)(void);
 // pointer a plain address constant, so the table is statically initialised.
 struct VectorTable {
   void* initial_sp;
-  Handler system[15];   // exceptions 1..15
-  Handler external[16]; // IRQ 0..15: never enabled, but a stray one must
-                        // land somewhere that reports it
+  Handler system[15];                     // exceptions 1..15
+  Handler external[TMCU_BOARD_NUM_IRQS];  // IRQ 0..: only the NPU's is enabled, but a stray
+                                          // one must land somewhere that reports it
+};
+
+// VTOR wants the table aligned to its size rounded up to a power of two.
+constexpr size_t vector_alignment(size_t bytes) {
+  size_t a = 128;
+  while (a < bytes) a *= 2;
+  return a;
+}
+
+template <size_t... I>
+constexpr VectorTable make_vector_table(const Handler (&system)[15], std::index_sequence<I...>) {
+  return VectorTable{__tmcu_stack_top,
+                     {system[0], system[1], system[2], system[3], system[4], system[5], system[6], system[7],
+                      system[8], system[9], system[10], system[11], system[12], system[13], system[14]},
+                     {(int(I) == TMCU_BOARD_NPU_IRQ ? tmcu_npu_irq_handler : tmcu_irq_handler)...}};
+}
+
+constexpr Handler kSystemHandlers[15] = {
+    Reset_Handler,        // 1  Reset
+    NMI_Handler,          // 2  NMI
+    HardFault_Handler,    // 3  HardFault
+    HardFault_Handler,    // 4  MemManage (disabled: escalates anyway)
+    HardFault_Handler,    // 5  BusFault
+    HardFault_Handler,    // 6  UsageFault
+    SecureFault_Handler,  // 7  SecureFault (Armv8-M), reserved before
+    nullptr,              // 8  reserved
+    nullptr,              // 9  reserved
+    nullptr,              // 10 reserved
+    SVC_Handler,          // 11 SVCall
+    DebugMon_Handler,     // 12 DebugMonitor
+    nullptr,              // 13 reserved
+    PendSV_Handler,       // 14 PendSV
+    SysTick_Handler,      // 15 SysTick
 };
 
 }  // namespace
 
-extern "C" __attribute__((section(".vectors"), used)) const VectorTable tmcu_vector_table = {
-    __tmcu_stack_top,
-    {
-        Reset_Handler,        // 1  Reset
-        NMI_Handler,          // 2  NMI
-        HardFault_Handler,    // 3  HardFault
-        HardFault_Handler,    // 4  MemManage (disabled: escalates anyway)
-        HardFault_Handler,    // 5  BusFault
-        HardFault_Handler,    // 6  UsageFault
-        SecureFault_Handler,  // 7  SecureFault (Armv8-M), reserved before
-        nullptr,              // 8  reserved
-        nullptr,              // 9  reserved
-        nullptr,              // 10 reserved
-        SVC_Handler,          // 11 SVCall
-        DebugMon_Handler,     // 12 DebugMonitor
-        nullptr,              // 13 reserved
-        PendSV_Handler,       // 14 PendSV
-        SysTick_Handler,      // 15 SysTick
-    },
-    {
-        tmcu_irq_handler, tmcu_irq_handler, tmcu_irq_handler, tmcu_irq_handler,
-        tmcu_irq_handler, tmcu_irq_handler, tmcu_irq_handler, tmcu_irq_handler,
-        tmcu_irq_handler, tmcu_irq_handler, tmcu_irq_handler, tmcu_irq_handler,
-        tmcu_irq_handler, tmcu_irq_handler, tmcu_irq_handler, tmcu_irq_handler,
-    },
-};
+extern "C" __attribute__((section(".vectors"), used)) alignas(vector_alignment(sizeof(VectorTable)))
+const VectorTable tmcu_vector_table =
+    make_vector_table(kSystemHandlers, std::make_index_sequence<TMCU_BOARD_NUM_IRQS>());
 
 using namespace tmcu_board;
 

@@ -1,7 +1,7 @@
 // Error codes of the runtime. Every fallible call returns one (or a Result).
 // Codes are grouped by range so an application can tell whose fault it was:
 // 0x1x the caller's arguments, 0x2x the program, 0x3x this build or the
-// memory it was given.
+// memory it was given, 0x4x the hardware behind a delegate.
 #ifndef TORCHMCU_CORE_ERROR_H_
 #define TORCHMCU_CORE_ERROR_H_
 
@@ -24,6 +24,8 @@ enum class Error : uint32_t {
   KernelMissing = 0x30,  // the op's kernel is not in this build
   ArenaTooSmall = 0x31,  // a memory region is smaller than the plan
   ArenaMismatch = 0x32,  // wrong number of regions, or misaligned
+
+  DelegateFailed = 0x40,  // a delegate's hardware failed, or did not start
 };
 
 #if TORCHMCU_STRIP_ERROR_STRINGS
@@ -42,6 +44,7 @@ constexpr const char* error_name(Error e) {
     case Error::KernelMissing: return "KernelMissing";
     case Error::ArenaTooSmall: return "ArenaTooSmall";
     case Error::ArenaMismatch: return "ArenaMismatch";
+    case Error::DelegateFailed: return "DelegateFailed";
   }
   return "Unknown";
 }

@@ -106,12 +106,18 @@ class OpContext {
 
 struct Kernel {
   Error (*check)(const OpContext& ctx);
+  /// Null for a delegate, which runs through `invoke`.
   void (*run)(const OpContext& ctx);
   /// Bit i set: output 0 may be input i itself (the same bytes exactly), for
   /// element-wise kernels where each output element depends only on the
   /// same-index input elements and is written after they are read. Any other
   /// overlap between an output and an input is refused when the method loads.
   uint32_t inplace = 0;
+  /// A delegate's run: hardware behind a driver can fail however well its
+  /// operands were checked (a bus error, an NPU fault), so it returns an
+  /// error (Error::DelegateFailed) that Method::execute passes on. Set
+  /// exactly when `run` is null.
+  Error (*invoke)(const OpContext& ctx) = nullptr;
 };
 
 /// Inplace masks.

@@ -70,6 +70,7 @@ Error check_op(const schema::ExecOp& op, const Regions& regions, const schema::O
   TMCU_CHECK(code < schema::kNumOpCode, Error::InvalidOp);
   const Kernel* kernel = kKernelTable[code];
   if (kernel == nullptr) return Error::KernelMissing;
+  TMCU_CHECK((kernel->run == nullptr) != (kernel->invoke == nullptr), Error::Internal);
   const uint32_t nin = op.num_inputs;
   const uint32_t nout = op.num_outputs;
   TMCU_CHECK(nin <= kMaxInputs && nout - 1 < kMaxOutputs, Error::InvalidOp);
@@ -172,14 +173,20 @@ Result<Method> Method::load(const Program& program, const ArenaSpan* arenas,
 }
 
 Error Method::execute(OpObserver* observer) const {
-  // Checked at load: codes in range with a kernel, operand and argument
-  // ranges inside the section, every kernel's check passed.
+  // Checked at load: codes in range with a kernel (a run or, for a
+  // delegate, an invoke), operand and argument ranges inside the section,
+  // every kernel's check passed.
   const schema::ExecOp* op = ops_;
   const schema::ExecOp* const end = ops_ + num_ops_;
   if (observer == nullptr) {
     for (; op != end; ++op) {
-      kKernelTable[uint32_t(op->code)]->run(
-          OpContext(regions_, *op, operands_ + op->operands, args_ + op->args));
+      const Kernel* kernel = kKernelTable[uint32_t(op->code)];
+      const OpContext ctx(regions_, *op, operands_ + op->operands, args_ + op->args);
+      if (kernel->run != nullptr) {
+        kernel->run(ctx);
+      } else {
+        TMCU_TRY(kernel->invoke(ctx));
+      }
     }
     return Error::Ok;
   }
@@ -187,8 +194,9 @@ Error Method::execute(OpObserver* observer) const {
     const Kernel* kernel = kKernelTable[uint32_t(op->code)];
     const OpContext ctx(regions_, *op, operands_ + op->operands, args_ + op->args);
     observer->op_begin(i);
-    kernel->run(ctx);
+    const Error e = kernel->run != nullptr ? (kernel->run(ctx), Error::Ok) : kernel->invoke(ctx);
     observer->op_end(i);
+    TMCU_TRY(e);
   }
   return Error::Ok;
 }

@@ -45,7 +45,9 @@ class Method {
   static Result<Method> load(const Program& program, const ArenaSpan* arenas,
                              size_t num_arenas);
 
-  /// Runs every op in order. Errors only on a misuse the load could not see.
+  /// Runs every op in order. Errors only on a misuse the load could not see,
+  /// or when a delegate's hardware fails (Error::DelegateFailed: the ops
+  /// after it do not run).
   Error execute(OpObserver* observer = nullptr) const;
 
   uint32_t num_inputs() const { return num_inputs_; }

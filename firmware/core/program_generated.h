@@ -20,8 +20,9 @@ enum class DType : uint8_t {
   I16 = 2,
   I32 = 3,
   U8 = 4,
+  I4 = 5,
 };
-constexpr uint32_t kNumDType = 5;
+constexpr uint32_t kNumDType = 6;
 
 enum class Region : uint8_t {
   CONSTANT = 0,
@@ -65,8 +66,12 @@ enum class OpCode : uint16_t {
   HARDSWISH_F32 = 32,
   BATCH_MATMUL_F32 = 33,
   BATCH_MATMUL_S8 = 34,
+  ETHOS_U = 35,
+  CONV2D_S4 = 36,
+  DEPTHWISE_CONV2D_S4 = 37,
+  LINEAR_S4 = 38,
 };
-constexpr uint32_t kNumOpCode = 35;
+constexpr uint32_t kNumOpCode = 39;
 
 enum class OpParams : uint8_t {
   NONE = 0,
@@ -88,6 +93,7 @@ enum class OpParams : uint8_t {
   QuantClampParams = 16,
   PadParams = 17,
   QuantBatchMatmulParams = 18,
+  EthosUParams = 19,
 };
 
 struct InitCopy {
@@ -543,6 +549,12 @@ static_assert(offsetof(QuantBatchMatmulArgs, output_shift) == 84, "QuantBatchMat
 static_assert(offsetof(QuantBatchMatmulArgs, output_offset) == 88, "QuantBatchMatmulArgs.output_offset");
 static_assert(offsetof(QuantBatchMatmulArgs, act_min) == 92, "QuantBatchMatmulArgs.act_min");
 static_assert(offsetof(QuantBatchMatmulArgs, act_max) == 96, "QuantBatchMatmulArgs.act_max");
+
+struct EthosUArgs {
+  int32_t partition;
+};
+static_assert(sizeof(EthosUArgs) == 4 && alignof(EthosUArgs) == 4, "EthosUArgs: flatbuffers layout");
+static_assert(offsetof(EthosUArgs, partition) == 0, "EthosUArgs.partition");
 
 class Arena;
 class Exec;

@@ -35,6 +35,13 @@ __all__ = ["DelegatePartition", "EthosUError", "EthosUResult", "available", "com
            "report", "target_for"]
 
 
+# The runtime's limits on one op (firmware/core/kernel.h kMaxInputs, kMaxOutputs):
+# an ETHOS_U call takes the blob, the scratch and the fast scratch besides the
+# partition's inputs.
+MAX_CALL_INPUTS = 8 - 3
+MAX_CALL_OUTPUTS = 2
+
+
 class EthosUError(TorchMCUError):
     """The board has no NPU, or the Ethos-U tools are missing."""
 
@@ -147,6 +154,11 @@ def compile_partitions(pg: PGraph, board: Board | str | vela.Target,
         parts: list[DelegatePartition] = []
         fallen: dict[int, str] = {}
         for k, g in enumerate(groups):
+            if len(g.inputs) > MAX_CALL_INPUTS or len(g.outputs) > MAX_CALL_OUTPUTS:
+                fallen = {g.ops[-1]: f"its partition (ops {g.ops[0]}..{g.ops[-1]}) would take {len(g.inputs)} inputs "
+                                     f"and give {len(g.outputs)} outputs; one delegate call takes at most "
+                                     f"{MAX_CALL_INPUTS} and {MAX_CALL_OUTPUTS}"}
+                break
             try:
                 graph = tosa_lower.lower(pg, g.ops, g.outputs)
             except tosa_lower.LoweringError as e:  # a combination the single-op check did not see

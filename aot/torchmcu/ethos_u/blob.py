@@ -18,7 +18,8 @@ the blob itself must start on one):
       28     4    scratch bytes (the runtime plans them in NPU-reachable RAM)
       32     4    fast-scratch bytes (0: none)
       36     1    read-only data's base-pointer region
-      37     1    scratch region
+      37     1    scratch region (either scratch region means nothing when its
+                  bytes are 0: Vela then gives 0)
       38     1    fast-scratch region
       39     1    reserved (0)
       40     2    number of inputs

@@ -57,6 +57,10 @@ ARGS: dict[str, tuple[str, str | None]] = {
     "PAD": ("PadArgs", "PadParams"),
     "BATCH_MATMUL_F32": ("BatchMatmulArgs", None),
     "BATCH_MATMUL_S8": ("QuantBatchMatmulArgs", "QuantBatchMatmulParams"),
+    "ETHOS_U": ("EthosUArgs", "EthosUParams"),
+    "CONV2D_S4": ("QuantConv2dArgs", "QuantConv2dParams"),
+    "DEPTHWISE_CONV2D_S4": ("QuantConv2dArgs", "QuantConv2dParams"),
+    "LINEAR_S4": ("QuantLinearArgs", "QuantLinearParams"),
 }  # SIGMOID_F32, TANH_F32, HARDSWISH_F32, COPY, LUT_S8: no arguments
 
 
@@ -147,6 +151,7 @@ SHAPES: dict[str, Shapes] = {
     "SoftmaxArgs": _x_y, "QuantSoftmaxArgs": _x_y, "PermuteArgs": _x_y, "PadArgs": _pad,
     "ConcatArgs": lambda ins, outs: {"y": _dims(outs[0] if outs else None, MAX_RANK)},
     "ClampArgs": lambda ins, outs: {}, "QuantClampArgs": lambda ins, outs: {},
+    "EthosUArgs": lambda ins, outs: {},
 }
 
 
