@@ -62,6 +62,58 @@ inline bool shapes_fit(const schema::QuantConv2dArgs& a) {
   return fits_u16(a.stride_h) && fits_u16(a.stride_w) && fits_u16(a.pad_top) && fits_u16(a.pad_left);
 }
 
+// The convolutions (CONV2D_S8/S4, DEPTHWISE_CONV2D_S8/S4) share operands
+// (x, w, bias, multiplier, shift, scratch) and the shape of CMSIS-NN's entry
+// points: a wrapper that picks the variant, and its scratch-size function.
+// P is cmsis_nn_conv_params or cmsis_nn_dw_conv_params.
+constexpr uint32_t kConvScratch = 5;
+
+template <typename P>
+using ConvBufferSize = int32_t (*)(const P*, const cmsis_nn_dims*, const cmsis_nn_dims*,
+                                   const cmsis_nn_dims*);
+template <typename P>
+using ConvWrapper = arm_cmsis_nn_status (*)(const cmsis_nn_context*, const P*,
+                                            const cmsis_nn_per_channel_quant_params*,
+                                            const cmsis_nn_dims*, const int8_t*, const cmsis_nn_dims*,
+                                            const int8_t*, const cmsis_nn_dims*, const int32_t*,
+                                            const cmsis_nn_dims*, int8_t*);
+
+/// The portable kernel's checks, dims CMSIS-NN can hold, and a planned
+/// scratch of at least what the wrapper asks for.
+template <typename P>
+Error conv_check(const OpContext& ctx, const Kernel& portable, P (*params)(const schema::QuantConv2dArgs&),
+                 ConvBufferSize<P> buffer_size) {
+  TMCU_TRY(portable.check(ctx));
+  const schema::QuantConv2dArgs& a = ctx.args<schema::QuantConv2dArgs>();
+  TMCU_CHECK(shapes_fit(a), Error::InvalidOp);
+  const P p = params(a);
+  const cmsis_nn_dims in = nhwc(a.x);
+  const cmsis_nn_dims filter = nhwc(a.w);
+  const cmsis_nn_dims out = nhwc(a.y);
+  const int32_t need = buffer_size(&p, &in, &filter, &out);
+  TMCU_CHECK(need <= 0 || scratch(ctx, kConvScratch).size >= need, Error::InvalidOp);
+  return Error::Ok;
+}
+
+/// Runs the wrapper; check() rules out every argument error, and should
+/// CMSIS-NN still refuse, the portable kernel computes the same bits.
+template <typename P>
+void conv_run(const OpContext& ctx, const Kernel& portable, P (*params)(const schema::QuantConv2dArgs&),
+              ConvWrapper<P> wrapper) {
+  const schema::QuantConv2dArgs& a = ctx.args<schema::QuantConv2dArgs>();
+  const P p = params(a);
+  const cmsis_nn_per_channel_quant_params q = quant(ctx);
+  const cmsis_nn_context c = scratch(ctx, kConvScratch);
+  const cmsis_nn_dims in = nhwc(a.x);
+  const cmsis_nn_dims filter = nhwc(a.w);
+  const cmsis_nn_dims out = nhwc(a.y);
+  const cmsis_nn_dims bias{1, 1, 1, out.c};
+  const arm_cmsis_nn_status s = wrapper(&c, &p, &q, &in, ctx.in<const int8_t>(0), &filter,
+                                        ctx.in<const int8_t>(1), &bias, ctx.in<const int32_t>(2), &out,
+                                        ctx.out<int8_t>(0));
+  if (s != ARM_CMSIS_NN_SUCCESS) portable.run(ctx);
+}
+
 }  // namespace cmsis_nn
 }  // namespace torchmcu
 
