@@ -418,20 +418,8 @@ Error batch_matmul_check(const OpContext& ctx) {
                  check::args<schema::BatchMatmulArgs>(ctx, OpParams::NONE),
              Error::InvalidOp);
   const auto& p = ctx.args<schema::BatchMatmulArgs>();
-  const Operand& a = ctx.input(0);
-  const Operand& b = ctx.input(1);
-  const Operand& y = ctx.output(0);
-  TMCU_CHECK(f32(a) && f32(b) && f32(y), Error::InvalidOp);
-  TMCU_TRY(check::holds(a, p.a));
-  TMCU_TRY(check::holds(b, p.b));
-  TMCU_TRY(check::holds(y, p.y));
-  const int32_t r = int32_t(y.rank);
-  TMCU_CHECK(r >= 2 && a.rank == y.rank && b.rank == y.rank, Error::InvalidOp);
-  for (int32_t d = 0; d < r - 2; ++d) {
-    TMCU_CHECK(p.a[d] == p.y[d] && p.b[d] == p.y[d], Error::InvalidOp);
-  }
-  TMCU_CHECK(p.a[r - 1] == p.b[r - 2] && p.a[r - 2] == p.y[r - 2] && p.b[r - 1] == p.y[r - 1],
-             Error::InvalidOp);
+  TMCU_CHECK(f32(ctx.input(0)) && f32(ctx.input(1)) && f32(ctx.output(0)), Error::InvalidOp);
+  TMCU_TRY(check::batch_matmul_shapes(ctx, p));
   return Error::Ok;
 }
 

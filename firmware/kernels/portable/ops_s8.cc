@@ -473,26 +473,14 @@ Error batch_matmul_check(const OpContext& ctx) {
                  check::args<schema::QuantBatchMatmulArgs>(ctx, OpParams::QuantBatchMatmulParams),
              Error::InvalidOp);
   const auto& p = ctx.args<schema::QuantBatchMatmulArgs>();
-  const Operand& a = ctx.input(0);
-  const Operand& b = ctx.input(1);
-  const Operand& y = ctx.output(0);
-  TMCU_CHECK(s8(a) && s8(b) && s8(y), Error::InvalidOp);
-  TMCU_TRY(check::holds(a, p.a));
-  TMCU_TRY(check::holds(b, p.b));
-  TMCU_TRY(check::holds(y, p.y));
-  const int32_t r = int32_t(y.rank);
-  TMCU_CHECK(r >= 2 && a.rank == y.rank && b.rank == y.rank, Error::InvalidOp);
-  for (int32_t d = 0; d < r - 2; ++d) {
-    TMCU_CHECK(p.a[d] == p.y[d] && p.b[d] == p.y[d], Error::InvalidOp);
-  }
-  TMCU_CHECK(p.a[r - 1] == p.b[r - 2] && p.a[r - 2] == p.y[r - 2] && p.b[r - 1] == p.y[r - 1],
-             Error::InvalidOp);
+  TMCU_CHECK(s8(ctx.input(0)) && s8(ctx.input(1)) && s8(ctx.output(0)), Error::InvalidOp);
+  TMCU_TRY(check::batch_matmul_shapes(ctx, p));
   TMCU_CHECK(act_ok(p.act_min, p.act_max) && shift_ok(p.output_shift) &&
                  p.output_multiplier >= 0 && output_offset_ok(p.output_offset) &&
                  input_offset_ok(p.lhs_offset) && input_offset_ok(p.rhs_offset),
              Error::InvalidOp);
   // The int32 accumulator: K products each at most 255 * 255 in magnitude.
-  TMCU_CHECK(accumulator_ok(p.a[r - 1], 255 * 255), Error::InvalidOp);
+  TMCU_CHECK(accumulator_ok(p.a[ctx.output(0).rank - 1], 255 * 255), Error::InvalidOp);
   return Error::Ok;
 }
 
