@@ -1,8 +1,9 @@
 """The runtime core (program reader + verifier, method loader + executor; no
 kernels, no application) stays within its flash budget on Cortex-M33 at -Os.
 The figure is printed; the test fails when the core grows past the budget.
-The core prints nothing (no log strings to strip); the verifier, which only
-trusted programs may go without, compiles out."""
+The core prints nothing (no log strings to strip); the full verification,
+which only trusted programs may go without (TORCHMCU_VERIFY=0: they load
+with Verification::kMinimal), compiles out."""
 
 from __future__ import annotations
 

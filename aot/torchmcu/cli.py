@@ -73,7 +73,8 @@ def _pairs(items: list[str], flag: str, value: Any) -> dict[str, Any]:
 def cmd_build(args: argparse.Namespace) -> int:
     from .build import build_firmware, elf_size, format_size, kernel_set
 
-    elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels)
+    elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
+                         verify=args.verify)
     size = elf_size(elf)
     by_set: dict[str, list[str]] = {}
     for code, kset in kernel_set(args.dir).items():
@@ -281,6 +282,10 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--opt", default="-Os", help="optimisation flag (default -Os)")
     b.add_argument("--kernels", default="portable", choices=["portable", "cmsis-nn"],
                    help="int8 kernel set (cmsis-nn: CMSIS-NN from $TORCHMCU_CMSIS_NN_DIR)")
+    b.add_argument("--verify", default="full", choices=["full", "minimal"],
+                   help="program checks at load: full (default; a corrupted program gets an error code) or "
+                        "minimal (the compiled-in program is trusted: a few instructions per op to load, and "
+                        "the verifier and kernel checks are left out of the image)")
     b.add_argument("-v", "--verbose", action="store_true", help="show the compiler commands")
     b.set_defaults(fn=cmd_build)
 

@@ -40,8 +40,9 @@ CXX_ENV = "TORCHMCU_FUZZ_CXX"
 FLAGS = ["-std=c++17", "-O1", "-g", "-fno-rtti", "-fno-exceptions", "-Wall", "-Wextra",
          "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
          f"-I{FIRMWARE}", f"-I{FIRMWARE / 'include'}"]
-# The runtime's own switch for trusted programs: Program::load skips the
-# flatbuffer verifier. A fuzzer built with it must crash (the tests check).
+# The runtime's own switch for trusted programs: the runtime loads with
+# Verification::kMinimal only (no verifier, no operand or kernel checks). A
+# fuzzer built with it must crash (the tests check).
 UNVERIFIED = ("TORCHMCU_VERIFY=0",)
 ARTIFACT_KINDS = ("crash", "leak", "timeout", "oom")
 

@@ -24,6 +24,7 @@ enum class Error : uint32_t {
   KernelMissing = 0x30,  // the op's kernel is not in this build
   ArenaTooSmall = 0x31,  // a memory region is smaller than the plan
   ArenaMismatch = 0x32,  // wrong number of regions, or misaligned
+  VerifierMissing = 0x33,  // full verification asked of a TORCHMCU_VERIFY=0 build
 
   DelegateFailed = 0x40,  // a delegate's hardware failed, or did not start
 };
@@ -44,6 +45,7 @@ constexpr const char* error_name(Error e) {
     case Error::KernelMissing: return "KernelMissing";
     case Error::ArenaTooSmall: return "ArenaTooSmall";
     case Error::ArenaMismatch: return "ArenaMismatch";
+    case Error::VerifierMissing: return "VerifierMissing";
     case Error::DelegateFailed: return "DelegateFailed";
   }
   return "Unknown";

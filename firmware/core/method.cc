@@ -12,6 +12,13 @@ struct Limits {
   uint32_t num_locations;  // kLocArena0 + the number of arenas
 };
 
+// Two byte ranges are disjoint.
+bool apart(const uint8_t* a, size_t na, const uint8_t* b, size_t nb) {
+  return a + na <= b || b + nb <= a;
+}
+
+#if TORCHMCU_VERIFY
+
 // Every operand record on its own (see core/kernel.h for what the kernels
 // add): in one pass, whatever op it belongs to.
 Error check_operands(const schema::Operand* o, uint32_t n, const Limits& limits) {
@@ -54,11 +61,6 @@ Error check_io(const schema::IoTensor& t, const Limits& limits) {
   return Error::Ok;
 }
 
-// Two byte ranges are disjoint.
-bool apart(const uint8_t* a, size_t na, const uint8_t* b, size_t nb) {
-  return a + na <= b || b + nb <= a;
-}
-
 // One op's record: its kernel, its operand and argument ranges inside the
 // section, its outputs in arenas and sharing no byte with its inputs (but as
 // the kernel's inplace mask allows: the very same bytes) nor with each other;
@@ -95,6 +97,7 @@ Error check_op(const schema::ExecOp& op, const Regions& regions, const schema::O
   }
   return kernel->check(OpContext(regions, op, ins, args + op.args));
 }
+#endif  // TORCHMCU_VERIFY
 
 }  // namespace
 
@@ -125,7 +128,8 @@ Result<Method> Method::load(const Program& program, const ArenaSpan* arenas,
     limits.bytes[kLocArena0 + i] = planned;
   }
 
-  // The executable section; the verifier checked its vectors' bounds.
+  // The executable section (with kFull the verifier has checked its
+  // vectors' bounds).
   const schema::Exec exec = root.exec();
   if (!exec.valid()) return Error::InvalidProgram;
   const auto ops = exec.ops();
@@ -144,26 +148,41 @@ Result<Method> Method::load(const Program& program, const ArenaSpan* arenas,
   // [uint] elements are 4-byte aligned in any buffer the builder wrote.
   TMCU_CHECK((reinterpret_cast<uintptr_t>(m.args_) & 3) == 0, Error::InvalidProgram);
 
-  for (uint32_t i = 0; i < m.num_inputs_; ++i) TMCU_TRY(check_io(m.inputs_[i], limits));
-  for (uint32_t i = 0; i < m.num_outputs_; ++i) TMCU_TRY(check_io(m.outputs_[i], limits));
-  const uint32_t num_operands = operands.size();
-  TMCU_TRY(check_operands(m.operands_, num_operands, limits));
-
-  const uint32_t num_words = args.size();
-  for (uint32_t i = 0; i < m.num_ops_; ++i) {
-    TMCU_TRY(check_op(m.ops_[i], m.regions_, m.operands_, num_operands, m.args_, num_words));
-  }
-
-  // Copies into the arenas: every one checked before the first is made.
   const auto copies = root.init_copies();
-  for (uint32_t i = 0; i < copies.size(); ++i) {
-    const schema::InitCopy& c = copies[i];
-    TMCU_CHECK(c.src % 4 == 0 && c.dst % 4 == 0 && c.arena < num_arenas, Error::InvalidTensor);
-    const uint32_t dst_limit = limits.bytes[kLocArena0 + c.arena];
-    TMCU_CHECK(c.src <= limits.bytes[kLocConstant] && c.nbytes <= limits.bytes[kLocConstant] - c.src &&
-                   c.dst <= dst_limit && c.nbytes <= dst_limit - c.dst,
-               Error::InvalidTensor);
+  if (program.verification() == Verification::kFull) {
+#if TORCHMCU_VERIFY
+    // The model inputs and outputs, every operand record, every op (its
+    // record, overlaps, its kernel's check), then every init copy, all
+    // before the first copy is made.
+    for (uint32_t i = 0; i < m.num_inputs_; ++i) TMCU_TRY(check_io(m.inputs_[i], limits));
+    for (uint32_t i = 0; i < m.num_outputs_; ++i) TMCU_TRY(check_io(m.outputs_[i], limits));
+    const uint32_t num_operands = operands.size();
+    TMCU_TRY(check_operands(m.operands_, num_operands, limits));
+    const uint32_t num_words = args.size();
+    for (uint32_t i = 0; i < m.num_ops_; ++i) {
+      TMCU_TRY(check_op(m.ops_[i], m.regions_, m.operands_, num_operands, m.args_, num_words));
+    }
+    for (uint32_t i = 0; i < copies.size(); ++i) {
+      const schema::InitCopy& c = copies[i];
+      TMCU_CHECK(c.src % 4 == 0 && c.dst % 4 == 0 && c.arena < num_arenas, Error::InvalidTensor);
+      const uint32_t dst_limit = limits.bytes[kLocArena0 + c.arena];
+      TMCU_CHECK(c.src <= limits.bytes[kLocConstant] && c.nbytes <= limits.bytes[kLocConstant] - c.src &&
+                     c.dst <= dst_limit && c.nbytes <= dst_limit - c.dst,
+                 Error::InvalidTensor);
+    }
+#else
+    return Error::VerifierMissing;  // Program::load has refused it already
+#endif
+  } else {
+    // A trusted program: only what this build can get wrong with a good
+    // program, a kernel left out of it.
+    for (const schema::ExecOp* op = m.ops_; op != m.ops_ + m.num_ops_; ++op) {
+      const uint32_t code = uint32_t(op->code);
+      if (code >= schema::kNumOpCode || kKernelTable[code] == nullptr) return Error::KernelMissing;
+    }
   }
+
+  // The init copies (checked above with kFull).
   for (uint32_t i = 0; i < copies.size(); ++i) {
     const schema::InitCopy& c = copies[i];
     std::memcpy(m.regions_.base[kLocArena0 + c.arena] + c.dst, program.constants() + c.src,

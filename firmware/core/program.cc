@@ -2,13 +2,9 @@
 
 #include "core/flatbuffer.h"
 
-#ifndef TORCHMCU_VERIFY
-#define TORCHMCU_VERIFY 1
-#endif
-
 namespace torchmcu {
 
-Result<Program> Program::load(const void* data, size_t size) {
+Result<Program> Program::load(const void* data, size_t size, Verification verification) {
   if (data == nullptr) return Error::InvalidArgument;
   if ((reinterpret_cast<uintptr_t>(data) & 15) != 0) return Error::MisalignedProgram;
   const auto* buf = static_cast<const uint8_t*>(data);
@@ -18,14 +14,22 @@ Result<Program> Program::load(const void* data, size_t size) {
     return Error::InvalidProgram;
   }
   Program p;
+  p.verification_ = verification;
+  if (verification == Verification::kFull) {
 #if TORCHMCU_VERIFY
-  fb::Verifier verifier(buf, size);
-  p.root_ = verifier.root<schema::Program>(schema::kFileIdentifier);
-  if (!verifier.table(p.root_)) return Error::InvalidProgram;
+    fb::Verifier verifier(buf, size);
+    p.root_ = verifier.root<schema::Program>(schema::kFileIdentifier);
+    if (!verifier.table(p.root_)) return Error::InvalidProgram;
 #else
-  // Trusted programs only: a corrupted one may crash the device.
-  p.root_ = schema::Program(buf + fb::load<uint32_t>(buf));
+    return Error::VerifierMissing;
 #endif
+  } else {
+    // A trusted program: its tables are read as they are (the root offset
+    // at least lands inside the buffer).
+    const uint32_t root = fb::load<uint32_t>(buf);
+    if (root > size - 4) return Error::InvalidProgram;
+    p.root_ = schema::Program(buf + root);
+  }
   if (p.root_.version() != kProgramVersion) return Error::UnsupportedVersion;
   const uint64_t seg = p.root_.constant_offset();
   const uint64_t seg_size = p.root_.constant_size();

@@ -13,9 +13,10 @@
 // estimated_work) exceeds kMaxWork loads but does not execute.
 //
 // Built by torchmcu.fuzz.build_fuzzer() (python -m torchmcu.fuzz). The
-// project's runtime switch -DTORCHMCU_VERIFY=0 (trusted programs: no
-// verifier) gives the deliberately broken variant the tests use to show the
-// fuzzer finds bugs; -DTMCU_FUZZ_VERBOSE=1 prints what each input reached.
+// project's runtime switch -DTORCHMCU_VERIFY=0 (trusted programs only:
+// Verification::kMinimal) gives the deliberately broken variant the tests
+// use to show the fuzzer finds bugs; -DTMCU_FUZZ_VERBOSE=1 prints what each
+// input reached.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
