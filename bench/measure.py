@@ -66,6 +66,13 @@ def measure(name: str, board: str, kernels: str = "portable", io: str = "int8",
     region = c.report["memory"]["regions"][0]
     parts = json.loads((out / "size.json").read_text())["parts"]
     overhead = res.overhead_per_op()
+    # The same program compiled in as a trusted one (--verify minimal): its
+    # load and its image, without the verifier and the kernels' checks.
+    elf_min = build_firmware(out, verify="minimal", **({} if kernels == "portable" else {"kernels": kernels}))
+    size_min = elf_size(elf_min)
+    res_min = runner.run(out, [x[:1]], sim="qemu", repeat=repeat)
+    if res_min.exit_code != 0 or any((a != b[:1]).any() for a, b in zip(res_min.outputs, res.outputs)):
+        raise RuntimeError(f"{name} on {board}: the minimal-verification build differs\n{res_min.raw[-1000:]}")
     return {
         "model": name, "board": board, "kernels": kernels, "io": io,
         "instructions": res.inference_instructions(),
@@ -73,6 +80,8 @@ def measure(name: str, board: str, kernels: str = "portable", io: str = "int8",
         "overhead_per_op": None if overhead is None else round(overhead, 1),
         "load_instructions": res.instructions(res.load_ticks),
         "load_budget": LOAD_BASE + LOAD_PER_OP * len(res.op_ticks),
+        "load_instructions_minimal": res_min.instructions(res_min.load_ticks),
+        "code_bytes_minimal": size_min.text + size_min.data - parts["model"],
         "repeat": repeat,
         "size_parts": parts,
         "ops": len(c.graph.ops),
@@ -90,16 +99,18 @@ def measure(name: str, board: str, kernels: str = "portable", io: str = "int8",
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| model | board | kernels | instr/inference | instr/MAC | overhead/op | load (budget) | "
-             "arena B (lower bound) | code B | program B | bit-exact | SQNR dB | LSB vs q/dq |",
+    lines = ["| model | board | kernels | instr/inference | instr/MAC | overhead/op | load full / minimal (budget) | "
+             "arena B (lower bound) | code B full / minimal | program B | bit-exact | SQNR dB | LSB vs q/dq |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
         overhead = "" if r.get("overhead_per_op") is None else f"{r['overhead_per_op']:.0f}"
         budget = f" ({r['load_budget']:,})" if "load_budget" in r else ""
         lines.append(
             f"| {r['model']} | {r['board']} | {r['kernels']} | {r['instructions']:,} | "
-            f"{r['instructions'] / r['macs']:.2f} | {overhead} | {r['load_instructions']:,}{budget} | "
-            f"{r['arena_bytes']:,} ({r['lower_bound_bytes']:,}) | {r['code_bytes']:,} | {r['program_bytes']:,} | "
+            f"{r['instructions'] / r['macs']:.2f} | {overhead} | {r['load_instructions']:,} / "
+            f"{r.get('load_instructions_minimal', 0):,}{budget} | "
+            f"{r['arena_bytes']:,} ({r['lower_bound_bytes']:,}) | {r['code_bytes']:,} / "
+            f"{r.get('code_bytes_minimal', 0):,} | {r['program_bytes']:,} | "
             f"{'yes' if r['bit_exact'] else 'NO'} | {r['sqnr_db']} | {r['max_lsb_vs_pytorch_qdq']:.0f} |")
     return "\n".join(lines) + "\n"
 

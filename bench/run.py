@@ -3,7 +3,7 @@ with the portable kernels and (when TORCHMCU_CMSIS_NN_DIR is set) CMSIS-NN.
 
 Writes bench/results.json, bench/results.md and PNG plots (instructions per
 inference and per MAC, flash, RAM against the liveness lower bound, load
-cost, framework overhead per op). Instruction counts are QEMU's (-icount
+cost with full and with minimal verification, framework overhead per op). Instruction counts are QEMU's (-icount
 shift=0): instructions, not cycles.
 
 The cases are independent, so they run through a standard process pool
@@ -54,7 +54,10 @@ def plots(rows: list[dict], out_dir: Path) -> list[Path]:
         ("instructions_per_mac", "instructions per MAC", lambda r: r["instructions"] / r["macs"], False),
         ("flash", "flash bytes: code + program", lambda r: r["code_bytes"] + r["program_bytes"], False),
         ("ram_ratio", "activation RAM / liveness lower bound", lambda r: r["arena_bytes"] / r["lower_bound_bytes"], False),
-        ("load", "instructions to load (program + method)", lambda r: r["load_instructions"], False),
+        ("load", "instructions to load (program + method), full verification", lambda r: r["load_instructions"],
+         False),
+        ("load_minimal", "instructions to load, minimal verification (trusted compiled-in program)",
+         lambda r: r.get("load_instructions_minimal") or 0, False),
         ("overhead", "framework instructions per op (inference less its kernels' own)",
          lambda r: r.get("overhead_per_op") or 0, False),
     ]
