@@ -15,6 +15,8 @@
 #     kernel_table.cc) to <target> and links the runtime. The kernel table names only the kernels
 #     the model uses, so the linker keeps only those. KERNEL_TABLE replaces it, e.g. with the
 #     CMSIS-NN table `torchmcu build <dir> --kernels cmsis-nn` writes (fw/kernel_table_cmsis_nn.cc).
+#     Several models in one target: compile each with its own `--symbol`, write one table for all
+#     (`torchmcu kernel-table <dir>... -o <file>`) and pass that same KERNEL_TABLE to each call.
 #   torchmcu_target_board(<target> BOARD <name|file.toml> [MODEL_DIR <dir>] [PYTHON <python>])
 #     Links <target> as `torchmcu build` does for one of torchmcu's boards: its startup and
 #     platform code, the linker script generated from the board description (with the model's

@@ -182,11 +182,12 @@ VERIFY_LEVELS = ("full", "minimal")
 
 
 def _makefile(board: Board, out: Path, opt: str, kset: _CmsisNN | None = None, npu: _EthosU | None = None,
-              verify: str = "full") -> str:
+              verify: str = "full", symbol: str = "model") -> str:
     fw = out / "fw"
     inc = [f"-I{FIRMWARE}", f"-I{FIRMWARE / 'include'}", f"-I{out}"]
     cxx = [*board.cflags, opt, *CXXFLAGS, *inc, *(kset.cxx_includes if kset else []), *(npu.cxx_flags if npu else []),
-           *board.define_flags, *(["-DTORCHMCU_VERIFY=0"] if verify == "minimal" else [])]
+           *board.define_flags, *(["-DTORCHMCU_VERIFY=0"] if verify == "minimal" else []),
+           *([f"-DTMCU_MODEL_SYMBOL={symbol}"] if symbol != serialize.DEFAULT_SYMBOL else [])]
     cc = [*board.cflags, opt, *CFLAGS, *inc, *board.define_flags]
     table = kset.table if kset else out / "kernel_table.cc"
     sources = [*runtime_sources(), *(kset.kernel_sources if kset else []), *(npu.sources if npu else []),
@@ -276,7 +277,8 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
     _write_if_changed(fw / "kernels.txt", f"# kernels: {kset.describe() if kset else 'portable'}\n" + "".join(
         f"{c} {'ethos-u' if c == serialize.DELEGATE_CODE else 'cmsis-nn' if c in cmsis else 'portable'}\n"
         for c in codes))
-    _write_if_changed(fw / "Makefile", _makefile(board, out, opt, kset, npu, verify))
+    _write_if_changed(fw / "Makefile", _makefile(board, out, opt, kset, npu, verify,
+                                                 meta.get("symbol", serialize.DEFAULT_SYMBOL)))
     cmd = ["make", "-s", "-f", str(fw / "Makefile"), f"-j{jobs or os.cpu_count() or 1}"]
     proc = subprocess.run(cmd, capture_output=not verbose, text=True)
     if proc.returncode != 0:

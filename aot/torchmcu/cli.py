@@ -40,7 +40,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _progress(f"compiling for {args.board} ({args.quant})")
     c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration, io=args.io,
                 budgets=_pairs(args.budget, "--budget", _bytes), pins=_pairs(args.pin, "--pin", str),
-                inplace=not args.no_inplace, tile=args.tile, copy_hot_weights=args.copy_hot_weights)
+                inplace=not args.no_inplace, tile=args.tile, copy_hot_weights=args.copy_hot_weights,
+                symbol=args.symbol)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ (model.pte, model_pte.c/.h, model_arenas.c/.h, kernel_table.cc, "
@@ -235,6 +236,15 @@ def cmd_boards(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_kernel_table(args: argparse.Namespace) -> int:
+    from . import serialize
+
+    text, codes = serialize.shared_kernel_table(args.dirs, args.kernels)
+    Path(args.output).write_text(text)
+    print(f"wrote {args.output}: {len(codes)} kernels ({', '.join(codes)}) for {len(args.dirs)} models")
+    return 0
+
+
 def cmd_deps(args: argparse.Namespace) -> int:
     from .deps import fetch_cmsis_nn
 
@@ -274,6 +284,9 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("--copy-hot-weights", action="store_true",
                    help="copy the most-read weights at load into fast RAM the plan leaves free, when the "
                         "program sits in slower memory")
+    c.add_argument("--symbol", default="model", metavar="NAME",
+                   help="name of the generated C arrays: tmcu_NAME_pte, tmcu_NAME_arenas (default model); "
+                        "give each model its own to link several into one firmware (see kernel-table)")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")
@@ -326,6 +339,14 @@ def make_parser() -> argparse.ArgumentParser:
 
     bl = sub.add_parser("boards", help="list the known boards")
     bl.set_defaults(fn=cmd_boards)
+
+    kt = sub.add_parser("kernel-table", help="write one kernel table for several compiled models "
+                                             "linked into one firmware (selective build over their union)")
+    kt.add_argument("dirs", nargs="+", metavar="DIR", help="compiled model directories")
+    kt.add_argument("-o", "--output", required=True, help="the C++ file to write (e.g. kernel_table.cc)")
+    kt.add_argument("--kernels", default="portable", choices=["portable", "cmsis-nn"],
+                    help="kernel set, as for build (cmsis-nn: the ops CMSIS-NN covers run on it)")
+    kt.set_defaults(fn=cmd_kernel_table)
 
     dp = sub.add_parser("deps", help="fetch and cache third-party code torchmcu builds with (needs network)")
     dp.add_argument("name", choices=["cmsis-nn"],

@@ -116,7 +116,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             out_dir: str | Path, quant: str = "float32", calibration: Any = None,
             progress: bool = True, io: str = "float", budgets: dict[str, int] | None = None,
             pins: dict[str, str] | None = None, inplace: bool = True, copy_hot_weights: bool = False,
-            tile: bool = False) -> Compiled:
+            tile: bool = False, symbol: str = serialize.DEFAULT_SYMBOL) -> Compiled:
     """Compile `model` for `board` into `out_dir` (created).
 
     quant: "float32", or "int8" (post-training quantization calibrated on
@@ -134,8 +134,14 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     copies the most-read weights at load into RAM the plan left free, when
     that RAM is faster than the memory the program is in. tile splits the
     first layers into row bands so that their large outputs never exist
-    whole (bit-exact; it recomputes the rows the bands share).
+    whole (bit-exact; it recomputes the rows the bands share). symbol names
+    the generated C arrays (tmcu_<symbol>_pte, tmcu_<symbol>_arenas), so that
+    several models link into one firmware.
     """
+    try:
+        serialize.check_symbol(symbol)
+    except ValueError as e:
+        raise CompileError(str(e)) from None
     board = board if isinstance(board, Board) else load_board(board)
     if quant not in QUANT_SCHEMES:
         raise CompileError(f"unknown quantization scheme {quant!r}; choose one of {', '.join(QUANT_SCHEMES)}")
@@ -181,10 +187,10 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             prog, segment = serialize.program_dict(pg, mem, arenas)
             pte = serialize.to_pte(prog, segment)
     (out / "model.pte").write_bytes(pte)
-    h, c = serialize.model_pte_sources(pte)
+    h, c = serialize.model_pte_sources(pte, symbol)
     (out / "model_pte.h").write_text(h)
     (out / "model_pte.c").write_text(c)
-    h, c = serialize.model_arena_sources(arenas)
+    h, c = serialize.model_arena_sources(arenas, symbol)
     (out / "model_arenas.h").write_text(h)
     (out / "model_arenas.c").write_text(c)
     codes = sorted({op.code for op in pg.ops})
@@ -204,6 +210,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         "outputs": [_tensor_meta(r, f"output_{k}", pg.tensors[t]) for k, (r, t) in enumerate(zip(refs, pg.outputs))],
         "float_tolerance": FLOAT_TOLERANCE,
         "quant": quant,
+        "symbol": symbol,
     }
     (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
     np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
