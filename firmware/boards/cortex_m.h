@@ -39,6 +39,19 @@ constexpr uint32_t kSystCsrClkSourceCpu = 1u << 2;  // count the core clock
                                                     // (QEMU's refclk is 0 Hz on
                                                     // the SSE boards)
 
+// Data Watchpoint and Trace unit: the cycle counter, enabled through the
+// Debug Exception and Monitor Control Register. DWT_LAR unlocks the DWT on
+// cores that implement the CoreSight lock (Cortex-M7); elsewhere it reads
+// as zero and ignores writes.
+constexpr uintptr_t kDemcr = 0xE000EDFC;
+constexpr uint32_t kDemcrTrcEna = 1u << 24;
+constexpr uintptr_t kDwtCtrl = 0xE0001000;
+constexpr uint32_t kDwtCtrlCycCntEna = 1u << 0;
+constexpr uint32_t kDwtCtrlNoCycCnt = 1u << 25;  // no cycle counter implemented
+constexpr uintptr_t kDwtCyccnt = 0xE0001004;
+constexpr uintptr_t kDwtLar = 0xE0001FB0;
+constexpr uint32_t kDwtLarKey = 0xC5ACCE55;
+
 // System Control Block.
 constexpr uintptr_t kScbIcsr = 0xE000ED04;
 constexpr uint32_t kIcsrPendStSet = 1u << 26;  // SysTick exception pending

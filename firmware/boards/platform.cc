@@ -1,5 +1,6 @@
 // Platform functions of platform.h for the MPS2/MPS3 boards: CMSDK UART,
-// SysTick extended to 64 bits, semihosting exit and the io window.
+// a cycle counter extended to 64 bits (the DWT's where it counts, else
+// SysTick's), semihosting exit and the io window.
 #include "platform.h"
 
 #include "cortex_m.h"
@@ -21,6 +22,35 @@ static_assert(kPeriod >= 2 && kPeriod <= 0x1000000u, "SysTick reload is 24 bits"
 volatile uint64_t g_wrapped_ticks = 0;
 bool g_uart_ready = false;
 bool g_systick_started = false;
+
+// The DWT cycle counter, when the core has one that counts: exact cycles
+// without an interrupt. QEMU does not model it (it reads 0), so there the
+// SysTick count, which follows the instruction count under -icount, is
+// used. Its 32 bits are extended by the reads: SysTick_Handler reads it at
+// least every kPeriod cycles, well within its 2^32-cycle wrap.
+bool g_dwt = false;
+uint32_t g_dwt_last = 0;
+uint64_t g_dwt_high = 0;
+
+uint64_t dwt_ticks() {  // interrupts masked by the caller
+  const uint32_t now = reg32(kDwtCyccnt);
+  if (now < g_dwt_last) g_dwt_high += uint64_t(1) << 32;
+  g_dwt_last = now;
+  return g_dwt_high | now;
+}
+
+void dwt_start() {
+  reg32(kDemcr) = reg32(kDemcr) | kDemcrTrcEna;
+  dsb_isb();
+  if (reg32(kDwtCtrl) & kDwtCtrlNoCycCnt) return;
+  reg32(kDwtLar) = kDwtLarKey;
+  reg32(kDwtCyccnt) = 0;
+  reg32(kDwtCtrl) = reg32(kDwtCtrl) | kDwtCtrlCycCntEna;
+  dsb_isb();
+  for (volatile int i = 0; i < 8; i = i + 1) {
+  }
+  g_dwt = reg32(kDwtCyccnt) != 0;  // it moved: it counts
+}
 
 }  // namespace
 
@@ -61,6 +91,7 @@ using namespace tmcu_board;
 
 extern "C" void SysTick_Handler(void) {
   g_wrapped_ticks = g_wrapped_ticks + kPeriod;
+  if (g_dwt) dwt_ticks();  // catches every wrap of the DWT's 32 bits
 }
 
 // Starts the NPU's driver (firmware/boards/npu/), when the firmware has one:
@@ -71,6 +102,7 @@ extern "C" void tmcu_platform_init(void) {
   uart_enable();
   if (tmcu_platform_npu_init != nullptr) tmcu_platform_npu_init();
   if (!g_systick_started) {
+    dwt_start();
     reg32(kSystCsr) = 0;
     reg32(kSystRvr) = kPeriod - 1;
     reg32(kSystCvr) = 0;  // any write clears the counter: start a fresh period
@@ -94,6 +126,11 @@ extern "C" uint64_t tmcu_platform_ticks(void) {
   // as a pending SysTick exception instead, and accounted for here.
   uint32_t primask;
   __asm__ volatile("mrs %0, primask\n\tcpsid i" : "=r"(primask)::"memory");
+  if (g_dwt) {
+    const uint64_t cycles = dwt_ticks();
+    __asm__ volatile("msr primask, %0" ::"r"(primask) : "memory");
+    return cycles;
+  }
   uint64_t base = g_wrapped_ticks;
   uint32_t value = reg32(kSystCvr);
   if (reg32(kScbIcsr) & kIcsrPendStSet) {

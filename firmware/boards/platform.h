@@ -28,10 +28,11 @@ void tmcu_platform_init(void);
 // newline translation.
 void tmcu_platform_write(const char* s, size_t n);
 
-// Monotonic count of core clock cycles as seen by SysTick since
-// tmcu_platform_init(), extended to 64 bits. Safe with interrupts masked and
-// inside handlers. Under QEMU -icount shift=0 one tick is
-// Board.instructions_per_tick guest instructions.
+// Monotonic count of core clock cycles since tmcu_platform_init(), extended
+// to 64 bits: the DWT cycle counter where the core has one that counts (on
+// hardware), else SysTick's count of the core clock. Safe with interrupts
+// masked and inside handlers. Under QEMU (no DWT counter) with -icount
+// shift=0 one tick is Board.instructions_per_tick guest instructions.
 uint64_t tmcu_platform_ticks(void);
 
 // Ends the simulation with `code` as the simulator's exit status
