@@ -252,6 +252,7 @@ def derive(prog: dict[str, Any], schema: Schema | None = None) -> dict[str, Any]
     ops: list[dict[str, Any]] = []
     operands: list[dict[str, Any]] = []
     words = bytearray()
+    placed: dict[bytes, int] = {}  # args bytes -> word index: ops with equal args share one block
     for op in prog.get("ops") or []:
         ins, outs = list(op.get("inputs") or []), list(op.get("outputs") or [])
         first = len(operands)
@@ -266,10 +267,12 @@ def derive(prog: dict[str, Any], schema: Schema | None = None) -> dict[str, Any]
                             [tensor(i) for i in outs])
         value = codes[code] if isinstance(code, str) and code in codes else (
             code & 0xFFFF if isinstance(code, int) and code >= 0 else 0xFFFF)
+        if data not in placed:
+            placed[data] = len(words) // 4
+            words += data
         ops.append({"code": value, "params_type": ptype, "num_inputs": min(len(ins), 255),
                         "num_outputs": min(len(outs), 255), "num_args": len(data) // 4, "operands": first,
-                        "args": len(words) // 4})
-        words += data
+                        "args": placed[data]})
     return {
         "ops": ops,
         "operands": operands,
