@@ -137,7 +137,7 @@ def test_full_verification_needs_the_verifier(tmp_path: Path, verify: int) -> No
     subprocess.run(["g++", "-std=c++17", "-fno-rtti", "-fno-exceptions", f"-DTORCHMCU_VERIFY={verify}",
                     f"-I{REPO / 'firmware'}", str(src), str(REPO / "firmware/core/program.cc"), "-o", str(exe)],
                    check=True)
-    tree, pte = add_program(out_offset=256)
+    _, pte = add_program(out_offset=256)
     (tmp_path / "p.pte").write_bytes(pte)
     out = subprocess.run([str(exe), str(tmp_path / "p.pte")], capture_output=True, text=True, check=True).stdout
     full, minimal = map(int, out.split())
