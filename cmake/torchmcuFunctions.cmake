@@ -9,6 +9,10 @@
 #                            found: TORCHMCU_CMSIS_NN_DIR (CMake or environment variable, a
 #                            CMSIS-NN checkout), else the pack `torchmcu deps cmsis-nn` cached
 #
+# Variable:
+#   TORCHMCU_VERIFY          OFF builds the runtime for trusted programs only (minimal
+#                            verification at load, no verifier in the image); default ON
+#
 # Functions:
 #   torchmcu_add_model(<target> DIR <dir> [KERNEL_TABLE <file>])
 #     Adds a compiled model (what `torchmcu compile -o <dir>` wrote: model_pte.c, model_arenas.c,
@@ -88,6 +92,12 @@ function(_torchmcu_define_targets fw include_dir)
   add_library(torchmcu::runtime ALIAS torchmcu_runtime)
   target_include_directories(torchmcu_runtime PUBLIC "${include_dir}" "${fw}")
   _torchmcu_flags(torchmcu_runtime)
+  # OFF: a runtime for trusted programs (core/program.h Verification::kMinimal),
+  # without the verifier and the kernels' checks. PUBLIC: every file that
+  # includes the runtime's headers must agree.
+  if(DEFINED TORCHMCU_VERIFY AND NOT TORCHMCU_VERIFY)
+    target_compile_definitions(torchmcu_runtime PUBLIC TORCHMCU_VERIFY=0)
+  endif()
 
   file(GLOB app CONFIGURE_DEPENDS "${fw}/app/*.cc")
   list(FILTER app EXCLUDE REGEX "/main_firmware\\.cc$")  # `torchmcu build`'s entry point

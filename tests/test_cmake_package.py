@@ -169,10 +169,16 @@ def test_installed_sources_are_what_torchmcu_builds(prefix: Path) -> None:
         "torchmcuConfig.cmake", "torchmcuConfigVersion.cmake", "torchmcuFunctions.cmake", "arm-none-eabi.cmake"}
 
 
-def test_host_build_through_the_package(prefix: Path, app: Path, model: Path, tmp_path: Path) -> None:
-    proc = _configure(app, tmp_path / "b", f"-DCMAKE_PREFIX_PATH={prefix}", f"-DMODEL_DIR={model}")
+@pytest.mark.parametrize("verify", ["default", "OFF"])
+def test_host_build_through_the_package(prefix: Path, app: Path, model: Path, tmp_path: Path, verify: str) -> None:
+    more = [] if verify == "default" else [f"-DTORCHMCU_VERIFY={verify}"]
+    proc = _configure(app, tmp_path / "b", f"-DCMAKE_PREFIX_PATH={prefix}", f"-DMODEL_DIR={model}", *more)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     _build(tmp_path / "b")
+    # OFF: the runtime for trusted programs, and everything built on it, agree.
+    flags = "".join(p.read_text() for p in (tmp_path / "b").rglob("*")  # Ninja's or Make's flags
+                    if p.name in ("build.ninja", "flags.make"))
+    assert ("TORCHMCU_VERIFY=0" in flags) == (verify == "OFF")
     samples, blob = _samples(model)
     (tmp_path / "io.bin").write_bytes(blob)
     run = subprocess.run([str(tmp_path / "b" / "app"), str(tmp_path / "io.bin")], capture_output=True, text=True,
