@@ -47,3 +47,32 @@ def test_verifier_can_be_compiled_out(tmp_path: Path) -> None:
     # The verifier of the runtime's fields (root, arenas, init copies, the
     # executable section) is a few hundred bytes of the core.
     assert without <= with_verifier - 512
+
+
+LOG_CALLER = r"""
+#include "core/error.h"
+extern "C" const char* name_of(unsigned e) { return torchmcu::error_name(torchmcu::Error(e)); }
+"""
+
+
+@needs_arm_gcc
+def test_error_strings_can_be_stripped(tmp_path: Path) -> None:
+    """The runtime's only log strings, its error names (error_name(), for an
+    application's log), are left out with TORCHMCU_STRIP_ERROR_STRINGS=1."""
+    src = tmp_path / "names.cc"
+    src.write_text(LOG_CALLER)
+    sizes = {}
+    for strip in (0, 1):
+        obj = tmp_path / f"names{strip}.o"
+        subprocess.run(["arm-none-eabi-g++", "-mcpu=cortex-m33", "-mthumb", "-Os", "-std=c++17", "-fno-rtti",
+                        "-fno-exceptions", f"-DTORCHMCU_STRIP_ERROR_STRINGS={strip}", f"-I{REPO / 'firmware'}",
+                        "-c", str(src), "-o", str(obj)], check=True)
+        out = subprocess.run(["arm-none-eabi-size", "-A", str(obj)], capture_output=True, text=True,
+                             check=True).stdout
+        sizes[strip] = sum(int(line.split()[1]) for line in out.splitlines()
+                           if line.startswith((".text", ".rodata")))
+        strings = subprocess.run(["arm-none-eabi-strings", str(obj)], capture_output=True, text=True,
+                                 check=True).stdout
+        assert ("InvalidProgram" in strings) == (strip == 0)
+    print(f"\nerror names on Cortex-M33 -Os: {sizes[0]} B with, {sizes[1]} B stripped")
+    assert sizes[1] < sizes[0]
