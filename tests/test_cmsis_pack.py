@@ -16,6 +16,7 @@ import http.server
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -71,21 +72,29 @@ def test_pdsc_validates_against_the_pack_schema(built) -> None:
 
 
 def test_pack_lists_every_runtime_source(built) -> None:
-    """Everything torchmcu's own builds compile (aot/torchmcu/build.py), the
-    CMSIS-NN kernels, the board support, and every file under firmware/core,
-    firmware/kernels and firmware/include is in the description and the zip."""
+    """Everything torchmcu's own builds compile (aot/torchmcu/build.py: the
+    runtime, the board support, the Ethos-U delegate and its NPU board
+    support), the CMSIS-NN kernels, and every file under firmware/core,
+    firmware/kernels, firmware/include and firmware/delegates/ethos_u (less its
+    CMSIS-Core stand-in) is in the description and the zip."""
     _, root = _pdsc(built[0])
     listed = _files(root)
     rel = lambda p: p.relative_to(REPO).as_posix()
     expected = {rel(p) for p in build.runtime_sources()}
     expected |= {rel(p) for p in (FIRMWARE / "kernels" / "cmsis_nn").glob("*.cc")}
     expected |= {rel(p) for p in board_sources()}
-    for top in ("core", "kernels", "include"):
+    expected |= {f"firmware/{s}" for s in build.DELEGATE_SOURCES}
+    for top in ("core", "kernels", "include", "delegates/ethos_u"):
         expected |= {rel(p) for p in (FIRMWARE / top).rglob("*")
-                     if p.is_file() and not {"test", "tests"} & set(p.relative_to(FIRMWARE).parts)}
+                     if p.is_file() and not {"test", "tests"} & set(p.relative_to(FIRMWARE).parts)
+                     and not any(p.relative_to(FIRMWARE).as_posix().startswith(d + "/") for d in pack.EXCLUDED_DIRS)}
+    assert {"firmware/delegates/ethos_u/ethos_u.cc", "firmware/boards/npu/ethos_u.cc"} <= expected
     assert expected - listed == set()
     with zipfile.ZipFile(built[0]) as z:
-        assert expected - set(z.namelist()) == set()
+        names = set(z.namelist())
+    assert expected - names == set()
+    # The stand-in for CMSIS-Core's cmsis_compiler.h would shadow the real one.
+    assert not any("cmsis_compiler.h" in n for n in names | listed)
 
 
 def test_pack_is_named_and_laid_out_as_the_spec_says(built) -> None:
@@ -116,7 +125,8 @@ def test_components_conditions_and_dependencies(built) -> None:
     # CMSIS-NN kernels require ARM::CMSIS-NN's component, and the pack names the pack.
     nn = conditions[comps[("Kernels", "CMSIS-NN", None)].get("condition")]
     assert {"Cclass": "CMSIS", "Cgroup": "NN Lib"} in [r.attrib for r in nn.findall("require")]
-    assert [p.attrib for p in root.iter("package") if p.get("vendor")] == [{"vendor": "ARM", "name": "CMSIS-NN"}]
+    assert [p.attrib for p in root.iter("package") if p.get("vendor")] == [
+        {"vendor": "ARM", "name": "CMSIS-NN"}, {"vendor": "ARM", "name": "ethos-u-core-driver"}]
     # Every Cortex-M the runtime is built for.
     cores = {a.get("Dcore") for a in conditions["Cortex-M"].findall("accept")}
     assert {"Cortex-M0+", "Cortex-M3", "Cortex-M4", "Cortex-M7", "Cortex-M33", "Cortex-M55", "Cortex-M85"} <= cores
@@ -134,6 +144,166 @@ def test_components_conditions_and_dependencies(built) -> None:
     # The board's -D macros reach its platform code through the pre-include.
     pre = comps[("Platform", "Arm MPS", "mps3-an547")].findtext("Pre_Include_Local_Component_h")
     assert "#define TMCU_BOARD_UART_BASE 0x49303000u" in pre
+
+
+# What ARM::ethos-u-core-driver's component is called, as Arm's pack description
+# names it (3rdparty-build/ethos-u-driver/contributions/merge/ARM.ethos-u-core-driver.pdsc.tpl
+# of the pack build in github.com/MDK-Packs/tensorflow-pack), and what each of its
+# variants' global pre-include defines.
+ETHOS_U_DRIVER = {"Cclass": "Machine Learning", "Cgroup": "NPU Support", "Csub": "Ethos-U Driver"}
+DRIVER_VARIANTS = {"Generic U55": ("u55", 0), "Generic U65": ("u65", 1), "Generic U85": ("u85", 2)}
+
+
+def test_ethos_u_delegate_component_requires_arms_driver(built) -> None:
+    _, root = _pdsc(built[0])
+    conditions = {c.get("id"): c for c in root.iter("condition")}
+    bundle = root.find("components/bundle")
+    comps = {(c.get("Cgroup"), c.get("Csub"), c.get("Cvariant")): c for c in bundle.findall("component")}
+    delegate = comps[("Delegates", "Ethos-U", None)]
+    files = {f.get("name") for f in delegate.iter("file")}
+    assert files == {f"firmware/{p.relative_to(FIRMWARE).as_posix()}"
+                     for p in (FIRMWARE / "delegates" / "ethos_u").glob("*") if p.is_file()}
+
+    def requires(cond_id: str) -> list[dict]:
+        """Every require of a condition, through the conditions it requires."""
+        out = []
+        for r in conditions[cond_id].findall("require"):
+            out += requires(r.get("condition")) if r.get("condition") else [r.attrib]
+        return out
+
+    cond = delegate.get("condition")
+    assert ETHOS_U_DRIVER in requires(cond)
+    assert {"Cclass": "Machine Learning", "Cbundle": "torchmcu", "Cgroup": "Runtime"} in requires(cond)
+    # Only the cores Ethos-U is paired with: an accept list under the condition.
+    accepts = [{a.get("Dcore") for a in conditions[r.get("condition")].findall("accept")}
+               for r in conditions[cond].findall("require") if r.get("condition")]
+    assert {"Cortex-M33", "Cortex-M55", "Cortex-M85"} in accepts
+    # One NPU board-support variant per board with an NPU, on that board's core
+    # and platform variant, with the NPU's register block and interrupt.
+    npu_boards = {n for n in list_boards() if load_board(n).npu is not None}
+    assert npu_boards >= {"corstone-300-u55-128", "corstone-320-u85-256"}
+    assert {v for g, s, v in comps if (g, s) == ("Platform", "Ethos-U NPU")} == npu_boards
+    for name in npu_boards:
+        comp = comps[("Platform", "Ethos-U NPU", name)]
+        assert {f.get("name") for f in comp.iter("file")} == {"firmware/boards/npu/ethos_u.cc"}
+        reqs = requires(comp.get("condition"))
+        assert ETHOS_U_DRIVER in reqs
+        assert {"Dcore": pack._CORE_NAMES[load_board(name).core.cpu]}.items() <= next(
+            r for r in reqs if "Dcore" in r).items()
+        pre = comp.findtext("Pre_Include_Local_Component_h")
+        for key in ("TMCU_BOARD_NPU_BASE", "TMCU_BOARD_NPU_IRQ"):
+            assert f"#define {key} {load_board(name).defines[key]}" in pre
+
+
+def _npu_macros(cpp: str, headers: list[str], tmp_path: Path) -> dict[str, str]:
+    """TMCU_BOARD_NPU_ARCH and _MACS as the delegate sees them after the
+    pre-includes (texts, in order), through the preprocessor `cpp`."""
+    files = []
+    for i, text in enumerate(headers):
+        files += ["-include", str(tmp_path / f"pre_{i}.h")]
+        (tmp_path / f"pre_{i}.h").write_text(text + "\n")
+    probe = tmp_path / "probe.cc"
+    probe.write_text("int arch = TMCU_BOARD_NPU_ARCH;\nint macs = TMCU_BOARD_NPU_MACS;\n")
+    proc = subprocess.run([cpp, "-E", "-P", *files, str(probe)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return dict(re.findall(r"int (\w+) = (\w+);", proc.stdout))
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host g++ to preprocess with")
+@pytest.mark.parametrize("variant", list(DRIVER_VARIANTS))
+def test_ethos_u_delegate_takes_the_npu_from_the_driver_variant(built, variant: str, tmp_path: Path) -> None:
+    """Each variant of the driver component gives the delegate the NPU code
+    torchmcu.boards uses for it (0 U55, 1 U65, 2 U85) and its MAC count; a
+    board's own TMCU_BOARD_NPU_* macros win over the driver's."""
+    _, root = _pdsc(built[0])
+    local = _component(root.find("components/bundle"), {"Cgroup": "Delegates", "Csub": "Ethos-U"}).findtext(
+        "Pre_Include_Local_Component_h")
+    arch, code = DRIVER_VARIANTS[variant]
+    from torchmcu.boards import Npu
+
+    want = Npu(f"ethos-{arch}-256", "", "", (), base=0, irq=0).defines
+    assert want["TMCU_BOARD_NPU_ARCH"] == str(code)
+    got = _npu_macros("g++", [_driver_pre_include(variant, 256), local], tmp_path)
+    assert got == {"arch": want["TMCU_BOARD_NPU_ARCH"], "macs": "256"}
+    board = "#define TMCU_BOARD_NPU_ARCH 7\n#define TMCU_BOARD_NPU_MACS 64"
+    assert _npu_macros("g++", [board, _driver_pre_include(variant, 256), local], tmp_path) == {"arch": "7", "macs": "64"}
+
+
+def _driver_pre_include(variant: str, macs: int) -> str:
+    """What the driver component's global pre-include defines (as the driver's
+    pack description writes it for the variant)."""
+    arch, _ = DRIVER_VARIANTS[variant]
+    return f"#define ETHOSU_ARCH {arch}\n#define ETHOS{arch.upper()}\n#define ETHOSU_MACS {macs}\n"
+
+
+@needs_arm_gcc
+@pytest.mark.skipif(not os.environ.get(build.ETHOSU_DRIVER_ENV),
+                    reason=f"{build.ETHOSU_DRIVER_ENV} is not set: the Ethos-U delegate compiles against the "
+                           "Ethos-U core driver's headers, which torchmcu does not ship")
+@pytest.mark.parametrize("board", ["corstone-300-u55-128", "corstone-320-u85-256"])
+def test_ethos_u_components_compile_from_the_description(built, board: str, tmp_path: Path) -> None:
+    """The delegate and the board's NPU support compile for the board's core
+    from the description alone, as a pack tool would build them beside the
+    driver component (its global pre-include first, then each component's
+    local one), and the delegate checks command streams against the NPU the
+    driver is configured for."""
+    pack_path, _ = built
+    root_dir = tmp_path / "pack"
+    with zipfile.ZipFile(pack_path) as z:
+        z.extractall(root_dir)
+    _, root = _pdsc(pack_path)
+    bundle = root.find("components/bundle")
+    b = load_board(board)
+    cpu = subprocess.run(["arm-none-eabi-g++", *b.cflags, "-E", "-x", "c++", "-", "-o", os.devnull],
+                         input="", capture_output=True, text=True, check=False)
+    if cpu.returncode != 0:
+        pytest.skip(f"this arm-none-eabi-g++ cannot compile for {b.core.cpu} ({board}): {cpu.stderr.splitlines()[0]}")
+    arch, macs = b.npu.accelerator.removeprefix("ethos-").split("-")
+    variant = next(v for v, (a, _) in DRIVER_VARIANTS.items() if a == arch)
+    driver_inc = Path(os.environ[build.ETHOSU_DRIVER_ENV]) / "include"
+    global_h = tmp_path / "Pre_Include_Global.h"
+    global_h.write_text(_driver_pre_include(variant, int(macs)))
+
+    includes: set[Path] = set()
+    jobs: list[tuple[Path, Path | None]] = []  # (source, its component's local pre-include)
+    wanted = [{"Cgroup": "Runtime"}, {"Cgroup": "Platform", "Csub": "Arm MPS", "Cvariant": board},
+              {"Cgroup": "Delegates", "Csub": "Ethos-U"}, {"Cgroup": "Platform", "Csub": "Ethos-U NPU", "Cvariant": board}]
+    for i, want in enumerate(wanted):
+        comp = _component(bundle, want)
+        local = None
+        if comp.findtext("Pre_Include_Local_Component_h"):
+            local = tmp_path / f"Pre_Include_Local_{i}.h"
+            local.write_text(comp.findtext("Pre_Include_Local_Component_h") + "\n")
+        for f in comp.iter("file"):
+            if f.get("category") == "header":
+                includes.add(root_dir / f.get("path"))
+            elif f.get("category") == "source" and want["Cgroup"] != "Runtime" and want.get("Csub") != "Arm MPS":
+                jobs.append((root_dir / f.get("name"), local))
+    assert {s.name for s, _ in jobs} == {"blob.cc", "ethos_u.cc"}
+    flags = [*b.cflags, "-std=c++17", "-fno-rtti", "-fno-exceptions", "-Os", "-Wall", "-Werror",
+             *(f"-I{p}" for p in sorted(includes)), f"-isystem{driver_inc}", "-include", str(global_h)]
+
+    def compile_one(src: Path, local: Path | None) -> subprocess.CompletedProcess:
+        pre = ["-include", str(local)] if local else []
+        return subprocess.run(["arm-none-eabi-g++", *flags, *pre, "-c", str(src),
+                               "-o", str(tmp_path / f"{src.parent.name}_{src.stem}.o")],
+                              capture_output=True, text=True, check=False)
+
+    for src, local in jobs:
+        proc = compile_one(src, local)
+        assert proc.returncode == 0, f"{src}:\n{proc.stderr}"
+    # The delegate's NPU (checked against each command stream's header at load)
+    # is the driver's: the architecture code and MAC count torchmcu.boards gives.
+    delegate_local = next(local for src, local in jobs if src.name == "blob.cc")
+    assert delegate_local is not None
+    values = _npu_macros("arm-none-eabi-g++", [global_h.read_text(), delegate_local.read_text()], tmp_path)
+    assert values == {"arch": b.defines["TMCU_BOARD_NPU_ARCH"], "macs": b.defines["TMCU_BOARD_NPU_MACS"]}
+    # Without the driver component's pre-include, the delegate does not build.
+    blob = next(src for src, _ in jobs if src.name == "blob.cc")
+    flags.remove(str(global_h))
+    flags.remove("-include")
+    proc = compile_one(blob, delegate_local)
+    assert proc.returncode != 0 and "TMCU_BOARD_NPU_ARCH" in proc.stderr
 
 
 def test_a_directory_without_a_placeholder_stops_the_pack() -> None:
@@ -199,7 +369,7 @@ def test_pack_example_builds_from_the_description_and_runs_in_qemu(built, tmp_pa
         obj.parent.mkdir(exist_ok=True)
         tool, lang = (("arm-none-eabi-gcc", ["-std=c11"]) if src.suffix == ".c" else ("arm-none-eabi-g++", cxx))
         proc = subprocess.run([tool, *common, *lang, *extra, "-c", str(src), "-o", str(obj)],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, check=False)
         assert proc.returncode == 0, f"{src}:\n{proc.stderr}"
         return obj
 
@@ -207,7 +377,7 @@ def test_pack_example_builds_from_the_description_and_runs_in_qemu(built, tmp_pa
         objs = list(ex.map(compile_one, enumerate(sources)))
     elf = tmp_path / "digits.elf"
     proc = subprocess.run(["arm-none-eabi-g++", *map(str, objs), *board.ldflags(scripts[0]), "-o", str(elf)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
 
     res = run_qemu(board, elf, None, timeout_s=60)
@@ -232,7 +402,7 @@ def _deps(cache: Path, index_url: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != build.CMSIS_NN_ENV}
     env["TORCHMCU_CACHE_DIR"] = str(cache)
     return subprocess.run([sys.executable, "-m", "torchmcu.cli", "deps", "cmsis-nn", "--index-url", index_url],
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
 def _refused_port() -> int:

@@ -166,13 +166,59 @@ def test_portable_s4_kernels_bit_exact_on_host(name: str, small_programs, host_r
     assert mismatch is None, str(mismatch)
 
 
-def test_tflite_export_refuses_int4_programs_by_name(small_programs) -> None:
-    """The .tflite export (and so the tflite-micro oracle of test_oracle.py)
-    does not cover int4 weights yet: it says so instead of writing a wrong model."""
-    from torchmcu.tflite_export import ExportError, export_tflite
+def _tflite_tensor_types(tflite: bytes) -> dict[str, int]:
+    from tflite.Model import Model
 
-    with pytest.raises(ExportError, match=r"int4 \(W4A8\) program \(CONV2D_S4, DEPTHWISE_CONV2D_S4, LINEAR_S4\)"):
-        export_tflite(small_programs["convs"][1].pte)
+    g = Model.GetRootAsModel(tflite, 0).Subgraphs(0)
+    return {g.Tensors(i).Name().decode(): g.Tensors(i).Type() for i in range(g.TensorsLength())}
+
+
+def _tflite_micro_bit_exact(pte: bytes, sample: list[np.ndarray]) -> None:
+    """Every op's output, exported to .tflite and run in TensorFlow Lite
+    Micro, equals the NumPy reference's (the first difference names the op)."""
+    from torchmcu.tflite_export import export_tflite, run_tflite_micro, trace
+
+    tensor_map: dict[int, int] = {}
+    tflite = export_tflite(pte, tensor_map=tensor_map)
+    ops = schema.decode(pte)["ops"]
+    outs = len(schema.decode(pte)["outputs"])
+    got = run_tflite_micro(tflite, sample, tensors=[tensor_map[op["outputs"][0]] for op in ops])[outs:]
+    for i, (value, (_, exp)) in enumerate(zip(got, trace(pte, sample))):
+        assert np.array_equal(value.reshape(exp.shape), exp), f"op {i} {ops[i]['code']} ({ops[i]['name']})"
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_int4_programs_bit_exact_in_tflite_micro(name: str, small_programs) -> None:
+    """The .tflite export writes conv and depthwise weights as TFLite's packed
+    INT4 tensors (the program's bytes as they are), and TensorFlow Lite Micro,
+    which unpacks them, computes the reference's bits. LINEAR_S4 goes in with
+    its int4 values widened to int8: TFLite Micro refuses INT4 filters in a
+    per-channel FULLY_CONNECTED (fully_connected_common.cc)."""
+    from tflite.TensorType import TensorType
+
+    from torchmcu.tflite_export import export_tflite
+
+    d, c, example = small_programs[name]
+    prog = schema.decode(c.pte)
+    types = _tflite_tensor_types(export_tflite(c.pte))
+    for op in prog["ops"]:
+        if op["code"].endswith("_S4"):
+            w = prog["tensors"][op["inputs"][1]]["name"]
+            want = TensorType.INT8 if op["code"] == "LINEAR_S4" else TensorType.INT4
+            assert types[w] == want, (op["code"], w, types[w])
+    meta = runner.load_meta(d)
+    for k in range(3):
+        x = np.random.RandomState(k).randn(*example[0].shape).astype(np.float32)
+        _tflite_micro_bit_exact(c.pte, runner.program_samples(meta, runner.split_samples(meta, [x]))[0])
+
+
+def test_ds_cnn_int4_bit_exact_in_tflite_micro(tmp_path: Path) -> None:
+    model, example = mt.MODELS["ds_cnn"]()
+    c = compile(model, example, "mps3-an547", tmp_path, quant="int4", calibration=list(mt.CALIBRATION["ds_cnn"](8, 0)),
+                progress=False)
+    meta = runner.load_meta(tmp_path)
+    x = np.asarray(mt.CALIBRATION["ds_cnn"](1, 3))[0]
+    _tflite_micro_bit_exact(c.pte, runner.program_samples(meta, runner.split_samples(meta, [x]))[0])
 
 
 def _variant(tree: dict, segment: bytes, edit) -> bytes:

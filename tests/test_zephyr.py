@@ -47,6 +47,9 @@ SAMPLE = MODULE / "samples" / "keyword_spotting"
 HELPER = MODULE / "scripts" / "torchmcu_zephyr.py"
 PLATFORM_H = REPO / "firmware" / "boards" / "platform.h"
 PLATFORM_ZEPHYR = MODULE / "runtime" / "platform_zephyr.cc"
+ETHOS_U_DELEGATE = REPO / "firmware" / "delegates" / "ethos_u" / "ethos_u.cc"
+# build.DELEGATE_SOURCES' bare-metal NPU start: never built on Zephyr.
+NPU_BOARD_SUPPORT = "boards/npu/ethos_u.cc"
 
 yaml = pytest.importorskip("yaml", reason="PyYAML not installed (make setup installs it with tflite-micro)")
 
@@ -148,6 +151,20 @@ def test_kconfig_cmsis_nn_needs_the_zephyr_module(kconfig) -> None:
     assert "ZEPHYR_CMSIS_NN_MODULE" in cmsis["depends"]
 
 
+def test_kconfig_ethos_u_needs_zephyrs_ethos_u_driver(kconfig) -> None:
+    """The delegate depends on the Ethos-U driver option of either name:
+    ARM_ETHOS_U (modules/hal_ethos_u/Kconfig until Zephyr renamed it) or
+    ETHOS_U (after), and sits under TORCHMCU like every other option."""
+    ethos = next(e for e in kconfig if e["name"] == "TORCHMCU_ETHOS_U")
+    assert ethos["type"] == "bool" and ethos["prompt"]
+    driver = next(d for d in ethos["depends"] if "||" in d)
+    assert set(re.split(r"\s*\|\|\s*", driver)) == {"ARM_ETHOS_U", "ETHOS_U"}
+    assert "ZEPHYR_HAL_ETHOS_U_MODULE" in ethos["depends"]  # the driver's sources: Zephyr's hal_ethos_u module
+    assert "TORCHMCU" in ethos["ifs"]
+    for name in ("CONFIG_ARM_ETHOS_U_NPU_NAME", "CONFIG_ETHOS_U_NPU_NAME"):
+        assert name.removeprefix("CONFIG_") in ethos["help"]  # the help says where the NPU comes from
+
+
 def _module_sources() -> dict[Path, str]:
     return {p: p.read_text() for p in MODULE.rglob("*")
             if p.is_file() and p.suffix in (".txt", ".cmake", ".cc", ".c", ".conf", ".yaml", ".py")}
@@ -188,9 +205,90 @@ def test_cmake_lists_the_runtime_sources_build_py_builds() -> None:
     assert sorted(lists["TORCHMCU_PORTABLE_KERNEL_SOURCES"]) == rel(build.kernel_sources())
     # build.py's CMSIS-NN kernel set: every .cc of firmware/kernels/cmsis_nn/.
     assert sorted(lists["TORCHMCU_CMSIS_NN_KERNEL_SOURCES"]) == rel((fw / "kernels" / "cmsis_nn").glob("*.cc"))
+    # build.py's Ethos-U delegate less its bare-metal NPU board support, which
+    # would start the NPU a second time beside Zephyr's driver.
+    assert sorted(lists["TORCHMCU_ETHOS_U_SOURCES"]) == sorted(
+        s for s in build.DELEGATE_SOURCES if s != NPU_BOARD_SUPPORT)
+    assert NPU_BOARD_SUPPORT in build.DELEGATE_SOURCES
     for name, files in lists.items():
         for f in files:
             assert (fw / f).is_file(), f"{name}: firmware/{f} does not exist"
+
+
+def test_every_source_list_is_built_under_its_option() -> None:
+    """runtime/CMakeLists.txt adds each list of sources.cmake: the core and
+    portable kernels always, the others under their Kconfig option."""
+    lists = set(_cmake_lists(MODULE / "runtime" / "sources.cmake"))
+    text = re.sub(r"#.*", "", (MODULE / "runtime" / "CMakeLists.txt").read_text())
+    options = {"TORCHMCU_APP_SOURCES": "CONFIG_TORCHMCU_APP",
+               "TORCHMCU_CMSIS_NN_KERNEL_SOURCES": "CONFIG_TORCHMCU_KERNELS_CMSIS_NN",
+               "TORCHMCU_ETHOS_U_SOURCES": "CONFIG_TORCHMCU_ETHOS_U"}
+    always = re.search(r"set\(torchmcu_sources ([^)]*)\)", text).group(1).split()
+    assert sorted(always) == ["${TORCHMCU_CORE_SOURCES}", "${TORCHMCU_PORTABLE_KERNEL_SOURCES}"]
+    assert lists == {"TORCHMCU_CORE_SOURCES", "TORCHMCU_PORTABLE_KERNEL_SOURCES", *options}
+    for name, option in options.items():
+        assert re.search(rf"if\({option}\)\s*list\(APPEND torchmcu_sources \${{{name}}}\)", text), name
+
+
+def _run_runtime_cmake(tmp_path: Path, config: dict[str, str]) -> subprocess.CompletedProcess:
+    """runtime/CMakeLists.txt in CMake's script mode with Zephyr's functions
+    replaced by ones that print what they are given, for a configuration."""
+    script = tmp_path / "run.cmake"
+    lines = [f'set({k} "{v}")' for k, v in {"TORCHMCU_FIRMWARE_DIR": str(REPO / "firmware"), **config}.items()]
+    for fn in ("zephyr_library_named", "zephyr_library_sources", "zephyr_library_compile_definitions",
+               "zephyr_library_compile_options", "target_include_directories"):
+        lines += [f"function({fn})", f'  message(STATUS "{fn}: ${{ARGN}}")', "endfunction()"]
+    lines.append(f"include({MODULE / 'runtime' / 'CMakeLists.txt'})")
+    script.write_text("\n".join(lines) + "\n")
+    return subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True,
+                          check=False, timeout=60)
+
+
+def _reported(out: str, fn: str) -> list[str]:
+    return [item for line in re.findall(rf"-- {fn}: (.*)", out) for item in line.split(";") if item]
+
+
+ETHOS_U_CASES = [  # Kconfig values -> the NPU the delegate checks command streams against
+    ({"CONFIG_ARM_ETHOS_U_NPU_NAME": "ethos-u55-128"}, ("0", "128")),  # Zephyr 3.x option names
+    ({"CONFIG_ARM_ETHOS_U_NPU_NAME": "ethos-u65-512"}, ("1", "512")),
+    ({"CONFIG_ETHOS_U_NPU_NAME": "ethos-u85-256"}, ("2", "256")),      # after the rename
+]
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+@pytest.mark.parametrize(("npu", "expected"), ETHOS_U_CASES, ids=[next(iter(n.values())) for n, _ in ETHOS_U_CASES])
+def test_cmake_adds_the_delegate_for_the_configured_npu(tmp_path: Path, npu: dict[str, str],
+                                                        expected: tuple[str, str]) -> None:
+    fw = REPO / "firmware"
+    ethos = _cmake_lists(MODULE / "runtime" / "sources.cmake")["TORCHMCU_ETHOS_U_SOURCES"]
+    base = {"CONFIG_TORCHMCU": "y", "CONFIG_TORCHMCU_VERIFY": "y"}
+
+    off = _run_runtime_cmake(tmp_path, base)
+    assert off.returncode == 0, off.stderr
+    sources = _reported(off.stdout, "zephyr_library_sources")
+    assert f"{fw}/core/program.cc" in sources and not any("ethos_u" in s for s in sources)
+    assert not any("NPU" in d for d in _reported(off.stdout, "zephyr_library_compile_definitions"))
+
+    on = _run_runtime_cmake(tmp_path, {**base, "CONFIG_TORCHMCU_ETHOS_U": "y", **npu})
+    assert on.returncode == 0, on.stderr
+    sources = _reported(on.stdout, "zephyr_library_sources")
+    assert {f"{fw}/{s}" for s in ethos} <= set(sources)
+    assert f"{fw}/{NPU_BOARD_SUPPORT}" not in sources
+    defs = _reported(on.stdout, "zephyr_library_compile_definitions")
+    assert {f"TMCU_BOARD_NPU_ARCH={expected[0]}", f"TMCU_BOARD_NPU_MACS={expected[1]}"} <= set(defs)
+    # The codes are the ones torchmcu.boards gives the same accelerator.
+    arch = {"0": "u55", "1": "u65", "2": "u85"}[expected[0]]
+    from torchmcu.boards import Npu
+    npu_defines = Npu(f"ethos-{arch}-{expected[1]}", "", "", (), base=0, irq=0).defines
+    assert (npu_defines["TMCU_BOARD_NPU_ARCH"], npu_defines["TMCU_BOARD_NPU_MACS"]) == expected
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
+def test_cmake_stops_on_an_unknown_npu_name(tmp_path: Path) -> None:
+    proc = _run_runtime_cmake(tmp_path, {"CONFIG_TORCHMCU": "y", "CONFIG_TORCHMCU_ETHOS_U": "y",
+                                         "CONFIG_ARM_ETHOS_U_NPU_NAME": "ethos-n78"})
+    assert proc.returncode != 0
+    assert "CONFIG_TORCHMCU_ETHOS_U needs the Ethos-U driver's NPU name" in proc.stderr
 
 
 def _platform_functions() -> list[str]:
@@ -202,6 +300,10 @@ def test_zephyr_platform_defines_every_platform_function(tmp_path: Path, tiny_mo
     model_io.c defines; nothing is declared twice."""
     declared = set(_platform_functions())
     assert {"tmcu_platform_write", "tmcu_platform_ticks", "tmcu_platform_exit"} <= declared
+    # The Ethos-U delegate's own question to the platform, declared where it is asked.
+    delegate = re.findall(r'extern "C" [\w\s*]+?\b(tmcu_platform_\w+)\s*\(', ETHOS_U_DELEGATE.read_text())
+    assert delegate == ["tmcu_platform_npu_status"]
+    declared |= set(delegate)
     ours = set(re.findall(r'extern "C" [\w\s*]+?\b(tmcu_platform_\w+)\s*\(', PLATFORM_ZEPHYR.read_text()))
     io_c = tmp_path / "model_io.c"
     _helper("io-blob", tiny_model, tiny_model / "example_inputs.npz", io_c)
@@ -362,28 +464,43 @@ def _zephyr_skip_reason() -> str | None:
 needs_zephyr = pytest.mark.skipif(_zephyr_skip_reason() is not None, reason=_zephyr_skip_reason() or "")
 
 
-def _has_cmsis_nn_module() -> bool:
-    """Zephyr's cmsis-nn module is among the modules the build will see: in
-    ZEPHYR_MODULES, or else a cloned project of the west workspace."""
+def _has_module(module: str, marker: str) -> bool:
+    """A Zephyr module is among the modules the build will see (in
+    ZEPHYR_MODULES, or else a cloned project of the west workspace) and holds
+    the file `marker`."""
     assert ZEPHYR_BASE is not None
     candidates = _modules()
     if not candidates:
-        proc = subprocess.run(["west", "list", "cmsis-nn", "-f", "{abspath}"], cwd=ZEPHYR_BASE,
+        proc = subprocess.run(["west", "list", module, "-f", "{abspath}"], cwd=ZEPHYR_BASE,
                               capture_output=True, text=True, check=False)
         candidates = [Path(proc.stdout.strip())] if proc.returncode == 0 and proc.stdout.strip() else []
     for path in candidates:
         yml = path / "zephyr" / "module.yml"
         name = yaml.safe_load(yml.read_text()).get("name") if yml.is_file() else None
-        if (name or path.name) == "cmsis-nn" and (path / "Include" / "arm_nnfunctions.h").is_file():
+        if (name or path.name) == module and (path / marker).is_file():
             return True
     return False
 
 
+def _has_cmsis_nn_module() -> bool:
+    return _has_module("cmsis-nn", "Include/arm_nnfunctions.h")
+
+
+def _ethos_u_driver_option(base: Path) -> str | None:
+    """The Kconfig option that enables Zephyr's Ethos-U driver in this tree
+    (modules/hal_ethos_u/Kconfig): ARM_ETHOS_U, later renamed ETHOS_U; None
+    when the tree has no Ethos-U glue."""
+    kconfig = base / "modules" / "hal_ethos_u" / "Kconfig"
+    text = kconfig.read_text() if kconfig.is_file() else ""
+    return next((n for n in ("ETHOS_U", "ARM_ETHOS_U") if re.search(rf"^config {n}\s*$", text, re.MULTILINE)), None)
+
+
 def _mps3_an547(base: Path) -> str:
     """The AN547's board name in this tree: mps3_an547 before the hardware
-    model v2, mps3/<soc>/an547 or mps3/an547 after."""
-    if list(base.glob("boards/**/mps3_an547_defconfig")):
-        return "mps3_an547"
+    model v2 (Zephyr 3.6), then mps3/an547 (the AN547 as the board's SoC) and
+    mps3/corstone300/an547 (a variant of the Corstone-300 SoC, Zephyr 4).
+    board.yml is read first: hardware model v2 trees up to 4.0 also hold an
+    mps3_an547_defconfig, named after board and SoC."""
     for yml in base.glob("boards/**/mps3/board.yml"):
         board = yaml.safe_load(yml.read_text())["board"]
         for soc in board.get("socs", []):
@@ -391,7 +508,33 @@ def _mps3_an547(base: Path) -> str:
                 return "mps3/an547"
             if any(v["name"] == "an547" for v in soc.get("variants", [])):
                 return f"mps3/{soc['name']}/an547"
+    if list(base.glob("boards/**/mps3_an547_defconfig")):
+        return "mps3_an547"
     raise AssertionError(f"no MPS3 AN547 board in {base}")
+
+
+# The three layouts, as the trees have them (boards/arm/...): Zephyr 3.1-3.5,
+# 3.6-3.7 and 4.x.
+_AN547_LAYOUTS = {
+    "mps3_an547": {"mps3_an547/mps3_an547_defconfig": ""},
+    "mps3/an547": {"mps3/mps3_an547_defconfig": "",
+                   "mps3/board.yml": "board:\n  name: mps3\n  vendor: arm\n  socs:\n  - name: an547\n"
+                                     "    variants:\n    - name: ns\n"},
+    "mps3/corstone300/an547": {"mps3/mps3_corstone300_an547_defconfig": "",
+                               "mps3/board.yml": "board:\n  name: mps3\n  vendor: arm\n  socs:\n"
+                                                 "  - name: an536\n  - name: corstone300\n    variants:\n"
+                                                 "    - name: an547\n      variants:\n      - name: ns\n"
+                                                 "    - name: an552\n"},
+}
+
+
+@pytest.mark.parametrize("expected", list(_AN547_LAYOUTS))
+def test_an547_board_name_follows_the_tree(tmp_path: Path, expected: str) -> None:
+    for rel, text in _AN547_LAYOUTS[expected].items():
+        path = tmp_path / "boards" / "arm" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert _mps3_an547(tmp_path) == expected
 
 
 # QEMU as torchmcu.sim runs it: -icount shift=0 (a deterministic instruction
@@ -448,7 +591,8 @@ def _build_sample(env: dict[str, str], board: str, build_dir: Path, cmake_args: 
     return build_dir / "zephyr" / "zephyr.elf"
 
 
-CASES = [("mps3_an547", "portable"), ("qemu_cortex_m3", "portable"), ("mps3_an547", "cmsis-nn")]
+CASES = [("mps3_an547", "portable"), ("qemu_cortex_m3", "portable"), ("mps3_an547", "cmsis-nn"),
+         ("mps3_an547", "ethos-u")]
 
 
 @needs_zephyr
@@ -458,10 +602,29 @@ def test_sample_in_qemu_matches_the_reference(board: str, kernels: str, zephyr_e
     if kernels == "cmsis-nn" and not _has_cmsis_nn_module():
         pytest.skip("Zephyr's cmsis-nn module (CMSIS-NN 7 or newer) not found: list it in ZEPHYR_MODULES "
                     "or clone it into the west workspace (west.yml project cmsis-nn)")
+    args = ["-DCONFIG_TORCHMCU_KERNELS_CMSIS_NN=y"] if kernels == "cmsis-nn" else []
+    if kernels == "ethos-u":
+        # The delegate compiled and linked beside Zephyr's own Ethos-U driver.
+        # The sample's model has no NPU partitions (QEMU has no NPU): its
+        # output must not change.
+        option = _ethos_u_driver_option(ZEPHYR_BASE)
+        if option is None:
+            pytest.skip(f"Zephyr {'.'.join(map(str, _zephyr_version(ZEPHYR_BASE)))} at {ZEPHYR_BASE} has no Ethos-U "
+                        "driver glue (modules/hal_ethos_u/Kconfig defines neither ETHOS_U nor ARM_ETHOS_U)")
+        if not _has_module("hal_ethos_u", "include/ethosu_driver.h"):
+            pytest.skip("Zephyr's hal_ethos_u module not found: list it in ZEPHYR_MODULES or clone it into the "
+                        "west workspace (west.yml project hal_ethos_u)")
+        args = ["-DCONFIG_TORCHMCU_ETHOS_U=y", f"-DCONFIG_{option}=y"]
     if board == "mps3_an547":
         board = _mps3_an547(ZEPHYR_BASE)
-    args = ["-DCONFIG_TORCHMCU_KERNELS_CMSIS_NN=y"] if kernels == "cmsis-nn" else []
     elf = _build_sample(zephyr_env, board, tmp_path / "build", args)
+    if kernels == "ethos-u":
+        config = (tmp_path / "build" / "zephyr" / ".config").read_text()
+        assert "CONFIG_TORCHMCU_ETHOS_U=y" in config
+        objects = [p.as_posix() for p in (tmp_path / "build").rglob("*.obj")]
+        for src in ("delegates/ethos_u/blob.cc", "delegates/ethos_u/ethos_u.cc"):
+            assert any(o.endswith(f"{src}.obj") for o in objects), src
+        assert not any(o.endswith(f"{NPU_BOARD_SUPPORT}.obj") for o in objects)  # Zephyr's driver starts the NPU
 
     res = _qemu(board, elf)
     text = res.stdout

@@ -40,6 +40,11 @@ FIRMWARE_BOARDS_DIR = _REPO_ROOT / "firmware" / "boards"
 _HOLDS = frozenset({"code", "rodata", "data", "bss", "stack", "arena"})
 _KINDS = frozenset({"code", "ram"})
 _MVE = ("none", "int", "float")
+# Core architectures: Arm Cortex-M (GCC -mcpu names, QEMU/FVP), and Cadence
+# Xtensa DSPs (HiFi 4: built with Cadence's xt-clang for the core
+# configuration XTENSA_CORE names, run in Cadence's ISS xt-run: torchmcu.hifi.build,
+# torchmcu.xtsim).
+_ARCHES = ("cortex-m", "xtensa")
 _FLOAT_ABIS = ("soft", "softfp", "hard")
 _SECTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -88,6 +93,8 @@ class Core:
     dsp: bool
     mve: str  # "none" | "int" | "float"
     clock_hz: int
+    arch: str = "cortex-m"  # one of _ARCHES; "xtensa": cpu names the DSP family ("hifi4")
+    xtensa_core: str = ""  # Xtensa only: the default core configuration (XTENSA_CORE) to build for
 
     @property
     def has_fpu(self) -> bool:
@@ -154,8 +161,13 @@ class Board:
 
     @property
     def cflags(self) -> list[str]:
-        """Target flags; pass the same list to the compiler and the linker."""
+        """Target flags; pass the same list to the compiler and the linker.
+        Xtensa: the flags every Xtensa build of Cadence's tools takes (calls
+        reach anywhere in the address space, literals beside the code); the
+        core configuration is chosen by --xtensa-core (torchmcu.hifi.build)."""
         c = self.core
+        if c.arch == "xtensa":
+            return ["-mlongcalls", "-mtext-section-literals"]
         mcpu = c.cpu
         if c.cpu in _CPUS_WITH_MVE_DEFAULT:
             if c.mve == "none":
@@ -207,6 +219,11 @@ class Board:
         no syscall stubs, anything that needs _sbrk, _write, ... fails to link.
         """
         wraps = ",".join(f"--wrap={f}" for f in HEAP_FUNCTIONS)
+        if self.core.arch == "xtensa":
+            # The core configuration's linker support package for its ISS
+            # (-mlsp=sim) places the image and provides the C library's
+            # simulator calls; torchmcu's ld script is for Cortex-M images.
+            return [*self.cflags, "-mlsp=sim", "-Wl,--gc-sections", f"-Wl,{wraps}"]
         return [
             *self.cflags,
             "--specs=nano.specs",
@@ -223,9 +240,15 @@ class Board:
 # Loading
 # ---------------------------------------------------------------------------
 
-def list_boards() -> list[str]:
-    """Names of the boards described in the repository's boards/ directory."""
-    return sorted(p.stem for p in BOARDS_DIR.glob("*.toml"))
+def list_boards(arch: str | None = "cortex-m") -> list[str]:
+    """Names of the boards described in the repository's boards/ directory
+    whose core is of `arch` ("cortex-m", the default: the boards QEMU, the
+    FVPs and the CMSIS-Pack serve; "xtensa"); every board with None."""
+    def board_arch(p: Path) -> str:
+        with p.open("rb") as f:
+            core = tomllib.load(f).get("core", {})
+        return str(core.get("arch", "cortex-m")) if isinstance(core, dict) else "cortex-m"
+    return sorted(p.stem for p in BOARDS_DIR.glob("*.toml") if arch is None or board_arch(p) == arch)
 
 
 def load_board(name_or_path: str | Path) -> Board:
@@ -263,20 +286,30 @@ def _parse_board(raw: dict, path: Path) -> Board:
     where = str(path)
     name = _get(raw, "name", str, where)
     core_t = _get(raw, "core", dict, where)
-    qemu_t = _get(raw, "qemu", dict, where)
+    xtensa = core_t.get("arch") == "xtensa"
+    # A DSP has no QEMU machine here: its [qemu] table is optional.
+    qemu_t = raw.get("qemu", {}) if xtensa else _get(raw, "qemu", dict, where)
     layout_t = _get(raw, "layout", dict, where)
     io_t = _get(raw, "io", dict, where)
     mem_list = _get(raw, "memory", list, where)
 
     w = f"{where} [core]"
+    # Xtensa: the Cortex-M keys do not apply (no Arm FPU, ABI or MVE); a HiFi is a DSP.
+    arm_defaults = {"fpu": "none", "float_abi": "soft", "dsp": True, "mve": "none"} if xtensa else {}
     core = Core(
         cpu=_get(core_t, "cpu", str, w),
-        fpu=_get(core_t, "fpu", str, w),
-        float_abi=_get(core_t, "float_abi", str, w),
-        dsp=_get(core_t, "dsp", bool, w),
-        mve=_get(core_t, "mve", str, w),
+        fpu=_get({**arm_defaults, **core_t}, "fpu", str, w),
+        float_abi=_get({**arm_defaults, **core_t}, "float_abi", str, w),
+        dsp=_get({**arm_defaults, **core_t}, "dsp", bool, w),
+        mve=_get({**arm_defaults, **core_t}, "mve", str, w),
         clock_hz=_get(core_t, "clock_hz", int, w),
+        arch=_get(core_t, "arch", str, w) if "arch" in core_t else "cortex-m",
+        xtensa_core=_get(core_t, "xtensa_core", str, w) if "xtensa_core" in core_t else "",
     )
+    if core.arch not in _ARCHES:
+        raise BoardError(f"{w}: arch must be one of {_ARCHES}, got {core.arch!r}")
+    if xtensa and (core.has_fpu or core.mve != "none" or core.float_abi != "soft"):
+        raise BoardError(f"{w}: an Xtensa core takes no Arm fpu, float_abi or mve")
     if core.float_abi not in _FLOAT_ABIS:
         raise BoardError(f"{w}: float_abi must be one of {_FLOAT_ABIS}, got {core.float_abi!r}")
     if core.mve not in _MVE:
@@ -336,8 +369,8 @@ def _parse_board(raw: dict, path: Path) -> Board:
         description=str(raw.get("description", "")),
         core=core,
         memories=tuple(memories),
-        qemu_machine=_get(qemu_t, "machine", str, f"{where} [qemu]"),
-        uart_base=_get(qemu_t, "uart_base", int, f"{where} [qemu]"),
+        qemu_machine=_get(qemu_t, "machine", str, f"{where} [qemu]") if qemu_t or not xtensa else "",
+        uart_base=_get(qemu_t, "uart_base", int, f"{where} [qemu]") if qemu_t or not xtensa else 0,
         io_base=io_base,
         io_size=io_size,
         code_memory=_get(layout_t, "code", str, w),

@@ -262,6 +262,10 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
         raise BuildError(f"{out} is not a compiled model (no model.json); run `torchmcu compile` first")
     meta = json.loads(meta_path.read_text())
     board = board if isinstance(board, Board) else load_board(board or meta["board"])
+    if board.core.arch == "xtensa":  # Cadence's compiler and nnlib (the hifi kernel set): torchmcu.hifi.build
+        from .hifi.build import build_firmware as build_xtensa
+
+        return build_xtensa(out, board, opt)
     _require(CROSS + "g++")
     fw = out / "fw"
     fw.mkdir(exist_ok=True)

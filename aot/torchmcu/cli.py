@@ -41,12 +41,27 @@ def cmd_compile(args: argparse.Namespace) -> int:
     c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration, io=args.io,
                 budgets=_pairs(args.budget, "--budget", _bytes), pins=_pairs(args.pin, "--pin", str),
                 inplace=not args.no_inplace, tile=args.tile, copy_hot_weights=args.copy_hot_weights,
-                symbol=args.symbol)
+                symbol=args.symbol, precision=_precision(args.precision))
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ (model.pte, model_pte.c/.h, model_arenas.c/.h, kernel_table.cc, "
           "kernels.txt, memory_plan.json, report.json)")
     return 0
+
+
+def _precision(items: list[str]) -> dict[str, str] | int:
+    """--precision 'conv1=int16,fc=int4' (repeatable), @FILE with NAME=PRECISION
+    lines (# comments), or auto:BUDGET (bytes of weights and biases, e.g. 40K)."""
+    flat: list[str] = []
+    if len(items) == 1 and items[0].startswith("auto:"):  # auto:BUDGET: choose per layer for a flash budget
+        return _bytes(items[0][5:])  # type: ignore[return-value]
+    for item in items:
+        if item.startswith("@"):
+            lines = Path(item[1:]).read_text().splitlines()
+            flat += [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
+        else:
+            flat.append(item)
+    return _pairs(flat, "--precision", str)
 
 
 def _bytes(text: str) -> int:
@@ -76,6 +91,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
                          verify=args.verify)
+    if elf.name == "firmware-xtensa.elf":  # a HiFi board: Cadence's tools and nnlib (torchmcu.hifi.build)
+        print(f"{elf}: built for Xtensa (commands: {elf.parent / 'fw-xtensa' / 'build.sh'})")
+        return 0
     size = elf_size(elf)
     by_set: dict[str, list[str]] = {}
     for code, kset in kernel_set(args.dir).items():
@@ -230,7 +248,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_boards(args: argparse.Namespace) -> int:
     from .boards import list_boards, load_board
 
-    for name in list_boards():
+    for name in list_boards(arch=None):  # Cortex-M and Xtensa
         b = load_board(name)
         print(f"{name:<14} {b.description}")
     return 0
@@ -263,10 +281,10 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("model", help="path.py:function returning (nn.Module, example_inputs)")
     c.add_argument("--board", required=True, help="board name (see `torchmcu boards`) or a .toml path")
     c.add_argument("-o", "--output", required=True, help="output directory")
-    c.add_argument("--quant", default="float32", choices=["float32", "int8", "int4"],
+    c.add_argument("--quant", default="float32", choices=["float32", "int8", "int4", "a16w8"],
                    help="int8: CMSIS-NN/TFLite Micro scheme, post-training quantization; int4: W4A8, int4 "
-                        "weights (packed two per byte) for conv/depthwise/linear, int8 activations "
-                        "(default float32)")
+                        "weights (packed two per byte) for conv/depthwise/linear, int8 activations; a16w8: "
+                        "int16 activations, int8 weights (default float32)")
     c.add_argument("--io", default="float", choices=["float", "int8"],
                    help="int8: the program takes and gives int8 (with --quant int8); `run --input` "
                         "still takes float arrays and quantizes them as the device would")
@@ -274,6 +292,10 @@ def make_parser() -> argparse.ArgumentParser:
                                          "(a single-input model takes any one key); default: the example inputs")
     c.add_argument("--budget", action="append", default=[], metavar="MEM=BYTES",
                    help="cap the activations a memory may take, e.g. dtcm=16K (0 keeps it out); repeatable")
+    c.add_argument("--precision", action="append", default=[], metavar="LAYER=int4|int8|int16",
+                   help="per-layer precision over --quant (module path or node name), e.g. "
+                        "'conv1=int16,fc=int4', or @FILE with one LAYER=PRECISION a line, or auto:BUDGET "
+                        "to choose int4/int8/int16 per layer for a flash budget of weights and biases")
     c.add_argument("--pin", action="append", default=[], metavar="NAME=MEM",
                    help="put a tensor's, or an op's, buffers in a memory, e.g. conv1=sram; repeatable")
     c.add_argument("--no-inplace", action="store_true",
@@ -304,9 +326,10 @@ def make_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a compiled model in a simulator or on the host")
     r.add_argument("dir")
-    r.add_argument("--sim", default="qemu", choices=["qemu", "host", "fvp"],
-                   help="qemu (default), host (the runtime built for this machine), or fvp: the board's Arm "
-                        "Corstone FVP from $TORCHMCU_FVP_DIR, which runs the Ethos-U NPU")
+    r.add_argument("--sim", default="qemu", choices=["qemu", "host", "fvp", "xt-run"],
+                   help="qemu (default), host (the runtime built for this machine), fvp: the board's Arm "
+                        "Corstone FVP from $TORCHMCU_FVP_DIR, which runs the Ethos-U NPU, or xt-run: Cadence's "
+                        "Xtensa ISS for HiFi boards ($XTENSA_TOOLCHAIN_PATH, $XTENSA_CORE)")
     r.add_argument("--input", action="append", default=[],
                    help=".npy per model input (or one .npz); a leading extra axis is a batch of samples. "
                         "Default: the example inputs")

@@ -23,6 +23,7 @@ from .boards import BOARDS_DIR, Board, load_board
 from .capture import capture
 from .errors import CompileError
 from .ethos_u.delegate import check_npu_operands, delegate_to_npu, format_npu_report
+from .hifi import claim as hifi_claim, format_report as format_hifi_report, report as hifi_report
 from .layout import PGraph, to_program_graph
 from .lower import lower
 from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, plan
@@ -107,16 +108,18 @@ def _tensor_meta(t: Any, name: str, ptensor: Any) -> dict[str, Any]:
     return meta
 
 
-QUANT_SCHEMES = ("float32", "int8", "int4")  # int4: W4A8, int4 weights for conv/depthwise/linear
+QUANT_SCHEMES = ("float32", "int8", "int4", "a16w8")  # int4: W4A8; a16w8: int16 activations (lower_s16.py)
 # Ops that carry data between dtypes or move bytes: not a float fallback.
-_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "QUANTIZE_S8", "DEQUANTIZE_S8"}
+_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "QUANTIZE_S8", "DEQUANTIZE_S8", "QUANTIZE_S16", "REQUANTIZE",
+                 "DEQUANTIZE_S16"}
 
 
 def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str | Board,
             out_dir: str | Path, quant: str = "float32", calibration: Any = None,
             progress: bool = True, io: str = "float", budgets: dict[str, int] | None = None,
             pins: dict[str, str] | None = None, inplace: bool = True, copy_hot_weights: bool = False,
-            tile: bool = False, symbol: str = serialize.DEFAULT_SYMBOL) -> Compiled:
+            tile: bool = False, symbol: str = serialize.DEFAULT_SYMBOL,
+            precision: dict[str, str] | int | None = None) -> Compiled:
     """Compile `model` for `board` into `out_dir` (created).
 
     quant: "float32", or "int8" (post-training quantization calibrated on
@@ -136,7 +139,12 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     first layers into row bands so that their large outputs never exist
     whole (bit-exact; it recomputes the rows the bands share). symbol names
     the generated C arrays (tmcu_<symbol>_pte, tmcu_<symbol>_arenas), so that
-    several models link into one firmware.
+    several models link into one firmware. precision overrides the scheme per
+    layer ({"conv1": "int16", "fc": "int4"}: module path or node name to
+    int4, int8 or int16; see quantize.py), with int8, int4 or a16w8; an int
+    instead is a flash budget in bytes for the weights and biases, and
+    precision.choose_precision picks each layer's (report.json "precision"
+    says what it chose and why).
     """
     try:
         serialize.check_symbol(symbol)
@@ -145,6 +153,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     board = board if isinstance(board, Board) else load_board(board)
     if quant not in QUANT_SCHEMES:
         raise CompileError(f"unknown quantization scheme {quant!r}; choose one of {', '.join(QUANT_SCHEMES)}")
+    if precision and quant == "float32":
+        raise CompileError("precision overrides need a quantized scheme (quant='int8', 'int4' or 'a16w8')")
     if io not in ("float", "int8") or (io == "int8" and quant not in ("int8", "int4")):
         raise CompileError(f"io={io!r}: inputs and outputs are 'float', or 'int8' for an int8 program")
     out = Path(out_dir)
@@ -153,17 +163,26 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         example_inputs = (example_inputs,)  # one input; capture() checks it is a tensor
     example_inputs = tuple(example_inputs)
 
-    if quant in ("int8", "int4"):
+    chosen = None  # precision.PrecisionPlan, when precision is a budget
+    if quant in ("int8", "int4", "a16w8"):
         from .quantize import is_quantized, quantize
 
+        if isinstance(precision, int) and not isinstance(precision, bool) and not is_quantized(model):
+            from .precision import choose_precision
+
+            chosen = choose_precision(model, example_inputs, calibration, precision)
+            precision = {k: v for k, v in chosen.precision.items() if v != "int8"}
         if not is_quantized(model):  # else: quantized by the user (QAT), taken as it is
-            model = quantize(model, example_inputs, calibration, progress=progress, weights=quant)
+            model = quantize(model, example_inputs, calibration, progress=progress,
+                             weights="int8" if quant == "a16w8" else quant,
+                             activations="int16" if quant == "a16w8" else "int8", precision=precision)
     ep = capture(model, example_inputs)
     graph = lower(ep, io)
     pg = to_program_graph(graph)
-    if quant in ("int8", "int4"):
+    if quant in ("int8", "int4", "a16w8"):
         _warn_fallbacks(pg)
     npu = delegate_to_npu(board, pg, example_inputs, calibration)  # the Ethos-U partitions, when the board has one
+    dsp = hifi_claim(pg) if board.core.arch == "xtensa" else None  # nnlib's ops; their scratch before planning
     reach = {"ETHOS_U": board.npu.memories} if npu and npu["calls"] and board.npu else {}
     regions = arena_regions(board, budgets)
     mem = plan(pg, regions, PlanOptions(budgets=dict(budgets or {}), pins=dict(pins or {}), inplace=inplace,
@@ -216,15 +235,21 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
 
     report = make_report(board, pg, mem, pte, len(segment), program_memory)
+    if chosen is not None:
+        report["precision"] = {"chosen": chosen.precision, "budget": chosen.budget, "bytes": chosen.bytes,
+                               "sqnr_db": chosen.sqnr_db, "estimate_db": chosen.estimate_db,
+                               "layers": chosen.layers, "steps": chosen.steps, "text": chosen.describe()}
     if npu is not None:
         report["ethos_u"] = {**npu, "program_device_bytes": device_bytes, "program_memory": program_memory}
+    if dsp is not None:
+        report["hifi"] = hifi_report(dsp, board)
     (out / "memory_plan.json").write_text(json.dumps(memory_plan(pg, mem), indent=2) + "\n")
     picture = memory_picture(pg, mem, out / "memory_plan.png")
     report["memory"]["picture"] = picture
     if hot_note:
         report["memory"]["hot_weights_note"] = hot_note
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "report.txt").write_text(format_report(report))
+    (out / "report.txt").write_text(format_report(report) + (f"\n{chosen.describe()}\n" if chosen else ""))
     return Compiled(out, board, pg, mem, pte, report)
 
 
@@ -238,7 +263,7 @@ def _warn_fallbacks(pg: PGraph) -> None:
     import warnings
 
     for op in pg.ops:
-        if op.code not in _NOT_FALLBACK and not op.code.endswith(("_S8", "_S4")):
+        if op.code not in _NOT_FALLBACK and not op.code.endswith(("_S8", "_S4", "_S16")):
             where = f" at {op.source}" if op.source else ""
             warnings.warn(f"torchmcu: {op.kind} ({op.name}) has no int8 kernel here; it runs in float32{where}",
                           stacklevel=3)
@@ -283,7 +308,7 @@ def runtime_state_bytes(board: Board) -> int | None:
     import tempfile
 
     gxx = shutil.which("arm-none-eabi-g++")
-    if gxx is None:
+    if gxx is None or board.core.arch != "cortex-m":  # Xtensa: its compiler is Cadence's, not here
         return None
     firmware = Path(__file__).resolve().parents[2] / "firmware"
     digest = hashlib.sha256()
@@ -365,10 +390,12 @@ def weight_flash(pg: PGraph) -> dict[str, Any]:
             "int4_layers": sum(op.code.endswith("_S4") for op in pg.ops)}
 
 
-WEIGHTED_CODES = {f"{op}_{t}" for op in ("CONV2D", "DEPTHWISE_CONV2D", "LINEAR") for t in ("F32", "S8", "S4")}
+WEIGHTED_CODES = {f"{op}_{t}" for op in ("CONV2D", "DEPTHWISE_CONV2D", "LINEAR") for t in ("F32", "S8", "S4", "S16")}
 
 
 def meta_quant(pg: PGraph) -> str:
+    if any(op.code.endswith("_S16") for op in pg.ops):  # int16 beside int8/int4 layers: mixed precision
+        return "mixed" if any(op.code.endswith(("_S8", "_S4")) for op in pg.ops) else "a16w8"
     if any(op.code.endswith("_S4") for op in pg.ops):
         return "int4"
     return "int8" if any(op.code.endswith("_S8") or op.code == "ETHOS_U" for op in pg.ops) else "float32"
@@ -391,6 +418,7 @@ def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes:
     activations = sum(r["planned_bytes"] for r in regions)
     return {
         "board": board.name,
+        "board_arch": board.core.arch,
         "quant": meta_quant(pg),
         "ops": ops,
         "coverage": coverage,
@@ -431,8 +459,10 @@ def format_report(r: dict[str, Any]) -> str:
     lines.append(f"  before aliasing and tiling the lower bound was {m['classic_lower_bound_bytes']:,} B"
                  + (f" ({done})" if done else ""))
     state = m["persistent_bytes"]
+    why = ("arm-none-eabi-g++ not found" if r.get("board_arch", "cortex-m") == "cortex-m"
+           else f"no {r['board_arch']} compiler here")
     lines.append(f"  runtime state: {state} B per model" if state is not None
-                 else "  runtime state: not measured (arm-none-eabi-g++ not found)")
+                 else f"  runtime state: not measured ({why})")
     if m.get("hot_weights_note"):
         lines.append(f"  --copy-hot-weights: {m['hot_weights_note']}")
     for h in m["hot_weights"]:
@@ -449,5 +479,7 @@ def format_report(r: dict[str, Any]) -> str:
                      f"{wf['int8_bytes']:,} B at int8, {wf['float32_bytes']:,} B at float32")
     if r.get("ethos_u"):
         lines += ["", format_npu_report(r["ethos_u"]).rstrip("\n")]
+    if r.get("hifi"):
+        lines += ["", format_hifi_report(r["hifi"]).rstrip("\n")]
     lines.append("")
     return "\n".join(lines)

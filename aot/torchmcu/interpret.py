@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from . import reference as ref
 from . import schema
 
-NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": np.uint8}
+NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": np.uint8, "I64": np.int64}
 
 # Element-wise ops whose output may be an input's very bytes (the runtime's
 # Kernel::inplace): the inputs by position. A binary op's input must then
@@ -113,7 +113,9 @@ def _execute(ops: list[dict], tensors: list[dict], constants: bytes, base: int, 
         params = op["params"][1] if op["params"] else {}
         if op["code"] == "ETHOS_U":
             results = ethos_u_call(params, args[3:])
-        elif op["code"] == "DEQUANTIZE_S8":  # its quantization is the input's
+        elif op["code"] == "REQUANTIZE":  # from the two tensors' quantization
+            results = [ref.requantize_tensor(args[0], tensors[op["inputs"][0]], outs[0])]
+        elif op["code"] in ("DEQUANTIZE_S8", "DEQUANTIZE_S16"):  # its quantization is the input's
             src = tensors[op["inputs"][0]]
             results = [ref.dequantize(args[0], src["scale"], src["zero_point"])]
         else:
@@ -172,6 +174,12 @@ def _pool_s8(fn: Callable) -> Callable:
                   (p["pad_top"], p["pad_left"]), act_min=p["act_min"], act_max=p["act_max"],
                   out_hw=tuple(outs[0]["dims"][1:3]))
     return run
+
+
+def _conv_s16(p: dict, out: dict) -> dict:
+    c = _conv_common(p, out)
+    del c["input_offset"], c["output_offset"]  # int16: zero points are 0
+    return c
 
 
 def _quantize(a, p, outs):
@@ -271,4 +279,16 @@ OPS: dict[str, Callable[[list, dict, list], Any]] = {
     "HARDSWISH_F32": lambda a, p, outs: F.hardswish(_t(a[0])).numpy(),
     "BATCH_MATMUL_F32": lambda a, p, outs: torch.matmul(_t(a[0]), _t(a[1])).numpy(),
     "BATCH_MATMUL_S8": lambda a, p, outs: ref.batch_matmul(a[0], a[1], p),
+    # a16w8 (int16 activations, zero point 0)
+    "QUANTIZE_S16": lambda a, p, outs: ref.quantize_s16(a[0], outs[0]["scale"], outs[0]["zero_point"]),
+    "CONV2D_S16": lambda a, p, outs: ref.conv2d_s16(a[0], a[1], a[2], a[3], a[4], **_conv_s16(p, outs[0])),
+    "DEPTHWISE_CONV2D_S16": lambda a, p, outs: ref.depthwise_conv2d_s16(
+        a[0], a[1], a[2], a[3], a[4], depth_multiplier=p["multiplier"], **_conv_s16(p, outs[0])),
+    "LINEAR_S16": lambda a, p, outs: ref.linear_s16(a[0].reshape(-1, a[0].shape[-1]), a[1], a[2], a[3], a[4],
+                                                    act_min=p["act_min"], act_max=p["act_max"]),
+    "ADD_S16": lambda a, p, outs: ref.add_s16(a[0], a[1], p),
+    "MUL_S16": lambda a, p, outs: ref.mul_s16(a[0], a[1], p),
+    "MAX_POOL2D_S16": _pool_s8(ref.max_pool2d_s16),
+    "AVG_POOL2D_S16": _pool_s8(ref.avg_pool2d_s16),
+    "SOFTMAX_S16": lambda a, p, outs: ref.softmax_s16(a[0], p["input_multiplier"], p["input_left_shift"], a[1], a[2]),
 }

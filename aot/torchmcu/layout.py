@@ -21,7 +21,7 @@ from . import cmsis_nn
 from .errors import CompileError
 from .lower import Graph, Node, QConst
 
-NP_DTYPES = {"F32": np.float32, "I8": np.int8, "I32": np.int32, "I4": np.int8}  # I4: values, packed on serialize
+NP_DTYPES = {"F32": np.float32, "I8": np.int8, "I32": np.int32, "I4": np.int8, "I16": np.int16, "I64": np.int64}  # I4: values, packed on serialize
 
 NHWC = (0, 2, 3, 1)
 
@@ -44,7 +44,7 @@ class PTensor:
         n = int(np.prod(self.dims, dtype=np.int64))
         if self.dtype == "I4":  # two per byte (reference.pack_int4)
             return (n + 1) // 2
-        return n * {"F32": 4, "I32": 4, "I16": 2, "I8": 1, "U8": 1}[self.dtype]
+        return n * {"F32": 4, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "I64": 8}[self.dtype]
 
 
 @dataclass
@@ -115,7 +115,7 @@ class _Layout:
         """A new buffer; `like` (a logical value) gives its dtype and quantization."""
         t = PTensor(name, tuple(int(d) for d in dims), buffer=len(self.p.buffers))
         if like is not None and like in self.g.qparams:
-            t.dtype = "I8"
+            t.dtype = "I16" if like in self.g.int16 else "I8"
             t.scale, t.zero_point = self.g.qparams[like]
         self.p.buffers.append(t.nbytes)
         self.p.tensors.append(t)
@@ -540,8 +540,13 @@ class _Layout:
             "qreshape": self.reshape, "qpermute": self.permute, "qcat": self.cat,
             "quantize": self.quantize, "dequantize": self.dequantize,
         }
+        from . import lower_s16
+
         for n in g.nodes:
-            handlers[n.op](n)
+            if n.attrs.get("bits") == 16:  # a16w8: the int16 ops (lower_s16.py)
+                lower_s16.emit(self, n)
+            else:
+                handlers[n.op](n)
         self.outputs()
         return self.p
 

@@ -77,6 +77,7 @@ class Graph:
     outputs: list[Operand] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)
     qparams: dict[int, tuple[float, int]] = field(default_factory=dict)  # int8 values: (scale, zero point)
+    int16: set[int] = field(default_factory=set)  # the quantized values that are int16 (a16w8), not int8
 
     def new_value(self, shape: tuple[int, ...]) -> int:
         vid = len(self.shapes)
@@ -309,14 +310,19 @@ class _Converter:
         return x
 
     def quantize(self, x, scale, zero_point, qmin, qmax, dtype):
-        if dtype != torch.int8 or (qmin, qmax) != (-128, 127):
-            raise self.fail(f"only int8 activations (-128..127) are supported, not {dtype} {qmin}..{qmax}")
-        out = self.emit("quantize", [self.act(x)], dict(scale=float(scale), zero_point=int(zero_point)))
+        bits = 16 if dtype == torch.int16 and -32768 <= qmin and qmax <= 32767 and zero_point == 0 else 8
+        if bits == 8 and (dtype != torch.int8 or (qmin, qmax) != (-128, 127)):
+            raise self.fail(f"only int8 activations (-128..127) or symmetric int16 ones are supported, not "
+                            f"{dtype} {qmin}..{qmax} (zero point {zero_point})")
+        out = self.emit("quantize", [self.act(x)], dict(scale=float(scale), zero_point=int(zero_point), bits=bits))
         self.g.qparams[out] = (float(scale), int(zero_point))
+        if bits == 16:
+            self.g.int16.add(out)
         return out
 
     def dequantize(self, x, scale, zero_point, qmin, qmax, dtype, **kw):
-        return self.emit("dequantize", [self.act(x)], dict(scale=float(scale), zero_point=int(zero_point)))
+        return self.emit("dequantize", [self.act(x)], dict(scale=float(scale), zero_point=int(zero_point),
+                                                          bits=16 if dtype == torch.int16 else 8))
 
     def rules(self) -> dict[Any, Callable[..., Any]]:
         a = torch.ops.aten
@@ -595,7 +601,15 @@ def fold_qdq(g: Graph) -> None:
         q = users[0]
         in_q = [(d.attrs["scale"], d.attrs["zero_point"]) for d in dqs]  # type: ignore[union-attr]
         out_q = (q.attrs["scale"], q.attrs["zero_point"])
-        if not _int8_supported(g, n, in_q, out_q):
+        bits = {d.attrs.get("bits", 8) for d in dqs} | {q.attrs.get("bits", 8)}  # type: ignore[union-attr]
+        if bits == {16}:  # a16w8: the ops with an int16 kernel (lower_s16.py)
+            from .lower_s16 import int16_supported
+
+            if not int16_supported(g, n, in_q, out_q):
+                continue
+            g.int16.add(n.out)
+            n.attrs = dict(n.attrs, bits=16)
+        elif bits != {8} or not _int8_supported(g, n, in_q, out_q):
             continue
         mapping = {d.out: d.inputs[0] for d in dqs}  # type: ignore[union-attr]
         n.inputs = [mapping.get(i, i) if isinstance(i, int) else i for i in n.inputs]
@@ -612,9 +626,13 @@ def fold_qdq(g: Graph) -> None:
         if n.op == "quantize":
             p = producer.get(n.inputs[0])  # type: ignore[arg-type]
             if p is not None and p.op == "dequantize" and (p.attrs["scale"], p.attrs["zero_point"]) == (
-                    n.attrs["scale"], n.attrs["zero_point"]):
+                    n.attrs["scale"], n.attrs["zero_point"]) and p.attrs.get("bits", 8) == n.attrs.get("bits", 8):
                 _replace_uses(g, n.out, p.inputs[0])  # type: ignore[arg-type]
                 g.nodes.remove(n)
+    if g.int16:  # where int8 and int16 layers meet: one integer requantize (lower_s16.py)
+        from .lower_s16 import fold_requantize
+
+        fold_requantize(g)
     _drop_dead(g)
 
 
@@ -643,8 +661,8 @@ def int8_io(g: Graph) -> None:
     for vid in g.inputs:
         users = g.users(vid)
         params = {(n.attrs["scale"], n.attrs["zero_point"]) for n in users if n.op == "quantize"}
-        if not users or len(params) != 1 or any(n.op != "quantize" for n in users):
-            continue
+        if not users or len(params) != 1 or any(n.op != "quantize" or n.attrs.get("bits", 8) != 8 for n in users):
+            continue  # (an int16 first layer of a mixed-precision model keeps a float input)
         g.qparams[vid] = params.pop()
         for n in users:
             _replace_uses(g, n.out, vid)
@@ -652,7 +670,7 @@ def int8_io(g: Graph) -> None:
     producer = {n.out: n for n in g.nodes}
     for k, o in enumerate(g.outputs):
         p = producer.get(o) if isinstance(o, int) else None
-        if p is not None and p.op == "dequantize":
+        if p is not None and p.op == "dequantize" and p.attrs.get("bits", 8) == 8:
             g.outputs[k] = p.inputs[0]
     _drop_dead(g)
 

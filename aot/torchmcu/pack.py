@@ -6,7 +6,8 @@ linker script per board under ld/, and an example under Examples/. The
 description comes from cmsis-pack/torchmcu.pdsc.in: the template holds the
 metadata, names and dependencies; this module fills in the file lists from the
 tree (so the pack follows every file added to or removed from firmware/), one
-platform variant and condition per board description, and the version.
+platform variant and condition per board description, one NPU board-support
+variant and condition per board with an Ethos-U, and the version.
 
 Each ``<!-- @files:DIR -->`` placeholder lists the files under firmware/DIR. A
 subdirectory of a listed directory must have a placeholder of its own (or be a
@@ -25,7 +26,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from . import __version__
-from .boards import Board, board_sources, linker_script, list_boards, load_board
+from .boards import Board, Npu, board_sources, linker_script, list_boards, load_board
 from .errors import TorchMCUError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,10 +41,21 @@ EXAMPLE_BOARD = "mps3-an547"
 EXCLUDED = {
     "app/main_firmware.cc": "the entry point of `torchmcu build`'s firmware; an application brings its own main",
 }
-# Directories never packed: tests of a module, whatever their parent.
+# Directories never packed: tests of a module (whatever their parent), and
+# those of EXCLUDED_DIRS, for the reason given.
 TEST_DIRS = frozenset({"test", "tests"})
+EXCLUDED_DIRS = {
+    "delegates/ethos_u/cmsis": ("a stand-in for CMSIS-Core's cmsis_compiler.h for builds without CMSIS-Core; "
+                                "a pack project has CMSIS-Core, which this header would shadow on the include path"),
+}
 # Placeholder for the board support: firmware/boards, one variant per board.
 PLATFORM_DIR = "boards"
+# The board support of an Ethos-U NPU (driver start, interrupt, the driver's
+# OS hooks): one variant per board with an [npu] table.
+NPU_PLATFORM_SOURCES = ("boards/npu/ethos_u.cc",)
+# The Ethos-U core driver's component in ARM::ethos-u-core-driver (see the
+# template's <requirements>).
+ETHOS_U_DRIVER = {"Cclass": "Machine Learning", "Cgroup": "NPU Support", "Csub": "Ethos-U Driver"}
 
 _SOURCE_LANGUAGES = {".c": "c", ".cc": "cpp", ".cpp": "cpp", ".S": "asm", ".s": "asm"}
 _HEADERS = {".h", ".hpp"}
@@ -110,7 +122,7 @@ def dir_files(rel_dir: str, claimed: set[str]) -> list[Path]:
     for path in sorted(root.iterdir()):
         rel = path.relative_to(FIRMWARE).as_posix()
         if path.is_dir():
-            if path.name in TEST_DIRS or rel in claimed:
+            if path.name in TEST_DIRS or rel in claimed or rel in EXCLUDED_DIRS:
                 continue
             raise PackError(f"firmware/{rel} is not in the pack: add <!-- @files:{rel} --> to the component "
                             f"it belongs to in cmsis-pack/torchmcu.pdsc.in")
@@ -133,9 +145,14 @@ def platform_files() -> list[Path]:
     return sorted([*board_sources(), *headers])
 
 
+def npu_platform_files() -> list[Path]:
+    return [FIRMWARE / s for s in NPU_PLATFORM_SOURCES]
+
+
 def packed_files(template: str | None = None) -> list[Path]:
     """Every firmware file the pack carries."""
-    return sorted({*(f for fs in component_files(template).values() for f in fs), *platform_files()})
+    return sorted({*(f for fs in component_files(template).values() for f in fs), *platform_files(),
+                   *npu_platform_files()})
 
 
 def _file_element(path: Path, indent: str) -> str:
@@ -214,6 +231,49 @@ def platform_components(boards: list[Board], indent: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def npu_condition_id(board: Board) -> str:
+    return f"NPU of {board.name}"
+
+
+def _npu_boards(boards: list[Board]) -> list[tuple[Board, Npu]]:
+    return [(b, b.npu) for b in boards if b.npu is not None]
+
+
+def npu_conditions(boards: list[Board], indent: str) -> str:
+    driver = " ".join(f'{k}="{v}"' for k, v in ETHOS_U_DRIVER.items())
+    out = []
+    for b, npu in _npu_boards(boards):
+        out += [f'{indent}<condition id="{npu_condition_id(b)}">',
+                (f"{indent}  <description>The Ethos-U of {escape(b.name)} ({escape(npu.accelerator)}), "
+                 "driven by the Ethos-U core driver, with the board's platform variant</description>"),
+                f'{indent}  <require condition="{board_condition_id(b)}"/>',
+                f"{indent}  <require {driver}/>",
+                f'{indent}  <require Cclass="Machine Learning" Cbundle="torchmcu" Cgroup="Platform" Csub="Arm MPS"/>',
+                f"{indent}</condition>"]
+    return "\n".join(out) + "\n"
+
+
+def npu_components(boards: list[Board], indent: str) -> str:
+    """One variant per NPU board of the NPU's board support: it starts the
+    driver (ethosu_init) at platform init, takes the NPU's interrupt and
+    gives the driver heap-free semaphores and cache maintenance."""
+    out = []
+    for b, npu in _npu_boards(boards):
+        # All of the board's macros, as its platform variant has them: the NPU
+        # support reads the core's registers through boards/cortex_m.h too.
+        defines = "\n".join(f"#define {k} {v}" for k, v in b.defines.items())
+        out += [(f'{indent}<component Cgroup="Platform" Csub="Ethos-U NPU" Cvariant="{b.name}" '
+                 f'condition="{npu_condition_id(b)}">'),
+                (f"{indent}  <description>The {escape(npu.accelerator)} of {escape(b.name)}: the Ethos-U core "
+                 "driver started at platform init, its interrupt, its semaphores and cache maintenance without "
+                 "a heap, and tmcu_platform_npu_status() for the Ethos-U delegate</description>"),
+                f"{indent}  <Pre_Include_Local_Component_h>\n{escape(defines)}\n{indent}  </Pre_Include_Local_Component_h>",
+                f"{indent}  <files>"]
+        out += [_file_element(f, indent + "    ").rstrip("\n") for f in npu_platform_files()]
+        out += [f"{indent}  </files>", f"{indent}</component>"]
+    return "\n".join(out) + "\n"
+
+
 # ---------------------------------------------------------------------------------------------
 # The description
 
@@ -229,7 +289,8 @@ def render_pdsc(url: str, version: str = __version__, template: str | None = Non
     boards = [load_board(n) for n in list_boards()]
     text = _TEMPLATE_NOTE.sub("<!-- Generated by `make pack` from cmsis-pack/torchmcu.pdsc.in: edit that. -->", text, 1)
     text = _FILES_MARK.sub(fill_files, text)
-    for mark, make in (("platform-conditions", platform_conditions), ("platform-components", platform_components)):
+    for mark, make in (("platform-conditions", platform_conditions), ("platform-components", platform_components),
+                       ("npu-conditions", npu_conditions), ("npu-components", npu_components)):
         pattern = re.compile(rf"^([ \t]*)<!-- @{mark} -->[ \t]*\n", re.MULTILINE)
         found = pattern.search(text)
         if found is None:

@@ -18,6 +18,21 @@ grid stays symmetric and the .tflite export keeps the same values); they
 are stored as int8 tensors holding values in that range, packed two per
 byte when lowered. Activations and every other op stay int8.
 
+A16W8 (activations="int16"): activations int16, symmetric (zero point 0,
+-32767..32767, as CMSIS-NN's s16 kernels and TFLite's int16x8 scheme
+require), weights int8 per output channel as at int8 (CMSIS-NN's
+arm_fully_connected_s16 takes one multiplier: its wrapper runs one output
+row at a time); softmax, sigmoid and tanh outputs at 1/32768. Ops without an int16 kernel run in float between
+DEQUANTIZE_S16 / QUANTIZE_S16 (see lower_s16.py).
+
+Mixed precision (precision={"conv1": "int16", "fc": "int4"}): per layer, by
+module path (as in model.named_modules(), e.g. "blocks.0.conv") or graph
+node name, one of int4 (W4A8), int8 or int16 (a16w8) for that op's weights
+and output (a fused activation follows its conv/linear); every other op
+takes the default scheme. Where a consumer's precision differs from its
+producer's, PT2E quantizes the edge again; lowering makes that one integer
+REQUANTIZE op (lower_s16.fold_requantize).
+
 A conv or linear followed by ReLU/ReLU6/hardtanh is annotated as one
 pattern (its output quantized after the activation), so the activation
 fuses into the int8 kernel's clamp.
@@ -55,18 +70,28 @@ def _quiet_torchao() -> None:
             lg.setLevel(level)
 
 
-def _specs(weights: str = "int8"):
+def _specs(weights: str = "int8", activations: str = "int8"):
     _quiet_torchao()
     from torchao.quantization.pt2e import MinMaxObserver, PerChannelMinMaxObserver
     from torchao.quantization.pt2e.quantizer import FixedQParamsQuantizationSpec, QuantizationSpec
 
     eps = 2.0 ** -12  # keeps a constant tensor's scale finite
-    act = QuantizationSpec(dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_tensor_affine,
-                           is_dynamic=False, observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=eps))
     qmax = WEIGHT_QMAX[weights]
     weight = QuantizationSpec(dtype=torch.int8, quant_min=-qmax, quant_max=qmax,
                               qscheme=torch.per_channel_symmetric, ch_axis=0, is_dynamic=False,
                               observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=eps))
+    if activations == "int16":  # symmetric, zero point 0 (CMSIS-NN s16, TFLite int16x8)
+        act = QuantizationSpec(dtype=torch.int16, quant_min=-32767, quant_max=32767,
+                               qscheme=torch.per_tensor_symmetric, is_dynamic=False,
+                               observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=2.0 ** -20))
+
+        def fixed16(scale: float, zero_point: int) -> Any:  # int8's (1/256, -128) or (1/128, 0): int16's 1/32768
+            return FixedQParamsQuantizationSpec(dtype=torch.int16, scale=1 / 32768, zero_point=0, quant_min=-32767,
+                                                quant_max=32767, qscheme=torch.per_tensor_affine)
+
+        return act, weight, fixed16
+    act = QuantizationSpec(dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_tensor_affine,
+                           is_dynamic=False, observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=eps))
 
     def fixed(scale: float, zero_point: int) -> Any:
         return FixedQParamsQuantizationSpec(dtype=torch.int8, scale=scale, zero_point=zero_point, quant_min=-128,
@@ -76,6 +101,9 @@ def _specs(weights: str = "int8"):
 
 
 WEIGHT_QMAX = {"int8": 127, "int4": 7}  # symmetric narrow range -qmax..qmax
+PRECISIONS = {"int4": ("int4", "int8"), "int8": ("int8", "int8"), "int16": ("int8", "int16")}  # (weights, activations)
+
+
 WEIGHTED = {aten.conv2d.default, aten.conv2d.padding, aten.linear.default}
 ACTIVATIONS = {aten.relu.default, aten.relu6.default, aten.hardtanh.default, aten.clamp.default}
 BINARY = {aten.add.Tensor, aten.mul.Tensor}
@@ -116,15 +144,35 @@ def _make_quantizer_class():
     class TorchMCUQuantizer(Quantizer):
         """int8 for CMSIS-NN / TFLite Micro kernels (see the module docstring)."""
 
-        def __init__(self, skip: set[str] | None = None, weights: str = "int8") -> None:
+        def __init__(self, skip: set[str] | None = None, weights: str = "int8",
+                     activations: str = "int8", precision: dict[str, str] | None = None) -> None:
             super().__init__()
             if weights not in WEIGHT_QMAX:
                 raise TorchMCUError(f"weights={weights!r}: one of {', '.join(WEIGHT_QMAX)}")
+            if activations not in ("int8", "int16") or (activations == "int16" and weights != "int8"):
+                raise TorchMCUError(f"activations={activations!r} with weights={weights!r}: int8 activations, "
+                                    "or int16 with int8 weights (a16w8)")
             self.skip = skip or set()  # node names kept in float
             self.weights = weights  # "int8", or "int4" (W4A8)
+            self.activations = activations  # "int8", or "int16" (a16w8)
+            self.precision = dict(precision or {})  # module path or node name -> int4 | int8 | int16
+            bad = {k: v for k, v in self.precision.items() if v not in PRECISIONS}
+            if bad:
+                raise TorchMCUError(f"precision {bad}: each layer is one of {', '.join(PRECISIONS)}")
+            self.default = "int16" if activations == "int16" else weights  # int4 | int8 | int16
+            self.matched: set[str] = set()
+
+        def layer_precision(self, n: Node) -> str:
+            stack = list((n.meta.get("nn_module_stack") or {}).values())
+            path = str(stack[-1][0]) if stack else ""
+            for key in (n.name, path):
+                if key and key in self.precision:
+                    self.matched.add(key)
+                    return self.precision[key]
+            return self.default
 
         def annotate(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
-            act, weight, fixed = _specs(self.weights)
+            specs = {p: _specs(*PRECISIONS[p]) for p in {self.default, *self.precision.values()}}
             done: set[Node] = set()
 
             def mark(node: Node, inputs: dict, output: Any) -> None:
@@ -135,6 +183,7 @@ def _make_quantizer_class():
             for n in gm.graph.nodes:
                 if n.op != "call_function" or n in done or n.name in self.skip:
                     continue
+                act, weight, fixed = specs[self.layer_precision(n)]
                 if n.target in WEIGHTED:
                     x, w = n.args[0], n.args[1]
                     if not _is_activation(x):
@@ -184,6 +233,10 @@ def _make_quantizer_class():
                 elif n.target in ACTIVATIONS and _is_activation(n.args[0]):
                     # A standalone clamp keeps its input's quantization: an int8 min/max.
                     mark(n, {n.args[0]: act}, SharedQuantizationSpec((n.args[0], n)))
+            unknown = sorted(set(self.precision) - self.matched)
+            if unknown:
+                raise TorchMCUError(f"precision names {', '.join(unknown)}: no quantized op of the model has that "
+                                    "module path or node name")
             return gm
 
         def validate(self, gm: torch.fx.GraphModule) -> None:
@@ -252,7 +305,8 @@ def _progress(i: int, n: int, t0: float) -> None:
 
 
 def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], calibration: Any = None,
-             progress: bool = True, weights: str = "int8") -> torch.fx.GraphModule:
+             progress: bool = True, weights: str = "int8", activations: str = "int8",
+             precision: dict[str, str] | None = None) -> torch.fx.GraphModule:
     """PTQ with torchao's prepare_pt2e / convert_pt2e: the q/dq model, which is
     also PyTorch's own reference for the quantized numerics."""
     _quiet_torchao()
@@ -262,7 +316,7 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     if not samples:
         raise TorchMCUError("the calibration set is empty")
     gm = torch.export.export(model.eval(), example_inputs, strict=False).module()
-    prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights))
+    prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights, activations=activations, precision=precision))
     t0 = time.monotonic()
     with torch.no_grad():
         for i, s in enumerate(samples, 1):
@@ -280,7 +334,9 @@ def is_quantized(model: Any) -> bool:
     return any(n.op == "call_function" and "quantize_per_tensor" in str(n.target) for n in model.graph.nodes)
 
 
-def quantizer(skip: set[str] | None = None, weights: str = "int8") -> Any:
+def quantizer(skip: set[str] | None = None, weights: str = "int8", activations: str = "int8",
+              precision: dict[str, str] | None = None) -> Any:
     """The quantizer itself, for users who drive prepare_pt2e / prepare_qat_pt2e
-    (weights="int4" for W4A8; QAT then learns the int4 grid)."""
-    return _make_quantizer_class()(skip, weights)
+    (weights="int4" for W4A8; QAT then learns the int4 grid; activations="int16"
+    for a16w8)."""
+    return _make_quantizer_class()(skip, weights, activations, precision)

@@ -538,6 +538,247 @@ def lut(x: np.ndarray, table: np.ndarray) -> np.ndarray:
     return np.asarray(table, dtype=np.int8)[np.asarray(x, dtype=np.int64) + 128]
 
 
+# ------------------------------------------------------- a16w8 (int16 activations)
+# portable_s16.h's twins. Activations int16, symmetric (zero point 0); weights
+# int8; conv/linear biases int64.
+
+INT16_MIN, INT16_MAX = -32768, 32767
+
+
+def requantize_s64(acc, multiplier, shift) -> np.ndarray:
+    """CMSIS-NN's arm_nn_requantize_s64 (= TFLite's 64-bit
+    MultiplyByQuantizedMultiplier): the multiplier reduced to 16 bits
+    (round(m / 2^16), 0x7FFF from 0x7FFF0000 up), acc * reduced (int64,
+    wrapping), shifted right by 14 - shift (clamped to [0, 63]), truncated to
+    int32 (wrapping), then (r + 1) >> 1 in 64 bits."""
+    acc = np.asarray(acc, dtype=np.int64)
+    m = np.asarray(multiplier, dtype=np.int64)
+    reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+    total = np.clip(14 - np.asarray(shift, dtype=np.int64), 0, 63)
+    with np.errstate(over="ignore"):
+        prod = acc * reduced
+    r = (prod >> total).astype(np.int32).astype(np.int64)  # the low 32 bits, as C's conversion
+    return (r + 1) >> 1
+
+
+def _output_s16(acc: np.ndarray, multiplier, shift, act_min: int, act_max: int) -> np.ndarray:
+    return np.clip(requantize_s64(acc, multiplier, shift), act_min, act_max).astype(np.int16)
+
+
+def conv2d_s16(x: np.ndarray, w: np.ndarray, bias, multiplier, shift, *, stride=(1, 1), pad=(0, 0),
+               dilation=(1, 1), act_min: int = INT16_MIN, act_max: int = INT16_MAX, out_hw=None) -> np.ndarray:
+    """conv2d_s16 (CMSIS-NN's arm_convolve_s16 with an int64 bias, TFLite's
+    int16x8 ConvPerChannel): acc = bias[c] + sum x * w in int64 (no offsets:
+    zero points are 0), requantize_s64 per output channel, clamp. x: int16
+    NHWC; w: int8 OHWI."""
+    x = np.asarray(x, dtype=np.int64)
+    w = np.asarray(w, dtype=np.int64)
+    _, kh, kw, _ = w.shape
+    acc = None
+    for ky, kx, view in _windows(x, kh, kw, stride, pad, dilation, out_hw, 0):
+        term = np.tensordot(view, w[:, ky, kx, :], axes=([3], [1]))
+        acc = term if acc is None else acc + term
+    if bias is not None:
+        acc = acc + np.asarray(bias, dtype=np.int64)
+    return _output_s16(acc, multiplier, shift, act_min, act_max)
+
+
+def depthwise_conv2d_s16(x: np.ndarray, w: np.ndarray, bias, multiplier, shift, *, depth_multiplier: int = 1,
+                         stride=(1, 1), pad=(0, 0), dilation=(1, 1), act_min: int = INT16_MIN,
+                         act_max: int = INT16_MAX, out_hw=None) -> np.ndarray:
+    """depthwise_conv2d_s16 (arm_depthwise_conv_s16): as conv2d_s16 with
+    depthwise_conv2d's layout, w [1][kh][kw][C * depth_multiplier]."""
+    w = np.asarray(w, dtype=np.int64)
+    if w.ndim == 4:
+        w = w[0]
+    kh, kw, _ = w.shape
+    x = np.repeat(np.asarray(x, dtype=np.int64), depth_multiplier, axis=3)
+    acc = None
+    for ky, kx, view in _windows(x, kh, kw, stride, pad, dilation, out_hw, 0):
+        term = view * w[ky, kx]
+        acc = term if acc is None else acc + term
+    if bias is not None:
+        acc = acc + np.asarray(bias, dtype=np.int64)
+    return _output_s16(acc, multiplier, shift, act_min, act_max)
+
+
+def linear_s16(x: np.ndarray, w: np.ndarray, bias, multiplier, shift, *, act_min: int = INT16_MIN,
+               act_max: int = INT16_MAX) -> np.ndarray:
+    """linear_s16 (arm_fully_connected_s16, TFLite's int16x8
+    FullyConnected): x int16 [batch][in], w int8 [out][in], bias int64[out];
+    multiplier/shift of length 1 (per tensor, as CMSIS-NN) or out."""
+    acc = np.asarray(x, dtype=np.int64) @ np.asarray(w, dtype=np.int64).T
+    if bias is not None:
+        acc = acc + np.asarray(bias, dtype=np.int64)
+    return _output_s16(acc, multiplier, shift, act_min, act_max)
+
+
+def add_params_s16(s1: float, s2: float, s_out: float, act_min: int = INT16_MIN, act_max: int = INT16_MAX) -> dict:
+    """QuantAddParams at int16 as TFLM's int16 ADD Prepare: add_params with
+    left_shift 15 and zero offsets."""
+    twice_max = 2.0 * max(_f32(s1), _f32(s2))
+    m1, sh1 = _smaller_than_one(_f32(s1) / twice_max)
+    m2, sh2 = _smaller_than_one(_f32(s2) / twice_max)
+    mo, sho = _smaller_than_one(twice_max / ((1 << 15) * _f32(s_out)))
+    return dict(input1_offset=0, input1_multiplier=m1, input1_shift=sh1, input2_offset=0, input2_multiplier=m2,
+                input2_shift=sh2, left_shift=15, output_multiplier=mo, output_shift=sho, output_offset=0,
+                act_min=int(act_min), act_max=int(act_max))
+
+
+def add_s16(a: np.ndarray, b: np.ndarray, p: dict) -> np.ndarray:
+    """add_s16 (arm_elementwise_add_s16, TFLM's int16 Add): add's arithmetic
+    on int16 values, numpy broadcasting."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    ls = np.int64(1) << p["left_shift"]
+    a2 = requantize((a + p["input1_offset"]) * ls, p["input1_multiplier"], p["input1_shift"])
+    b2 = requantize((b + p["input2_offset"]) * ls, p["input2_multiplier"], p["input2_shift"])
+    v = requantize(_check_i32(a2 + b2), p["output_multiplier"], p["output_shift"]) + p["output_offset"]
+    return np.clip(v, p["act_min"], p["act_max"]).astype(np.int16)
+
+
+def mul_s16(a: np.ndarray, b: np.ndarray, p: dict) -> np.ndarray:
+    """mul_s16 (arm_elementwise_mul_s16, TFLM's int16 Mul): mul's arithmetic
+    on int16 values (mul_params, offsets 0)."""
+    a = np.asarray(a, dtype=np.int64) + p["input1_offset"]
+    b = np.asarray(b, dtype=np.int64) + p["input2_offset"]
+    v = requantize(_check_i32(a * b), p["output_multiplier"], p["output_shift"]) + p["output_offset"]
+    return np.clip(v, p["act_min"], p["act_max"]).astype(np.int16)
+
+
+def max_pool2d_s16(x, kernel, stride, pad=(0, 0), *, act_min: int = INT16_MIN, act_max: int = INT16_MAX,
+                   out_hw=None) -> np.ndarray:
+    """max_pool2d_s16 (arm_max_pool_s16): max_pool2d on int16 values."""
+    x = np.asarray(x, dtype=np.int64)
+    best = None
+    for _, _, view in _windows(x, kernel[0], kernel[1], stride, pad, (1, 1), out_hw, -1 << 40):
+        best = view if best is None else np.maximum(best, view)
+    return np.clip(best, act_min, act_max).astype(np.int16)
+
+
+def avg_pool2d_s16(x, kernel, stride, pad=(0, 0), *, act_min: int = INT16_MIN, act_max: int = INT16_MAX,
+                   out_hw=None) -> np.ndarray:
+    """avg_pool2d_s16 (arm_avgpool_s16): avg_pool2d's rounding on int16 values."""
+    x = np.asarray(x, dtype=np.int64)
+    ones = np.ones(x.shape[:3] + (1,), dtype=np.int64)
+    total = count = None
+    taps = zip(_windows(x, kernel[0], kernel[1], stride, pad, (1, 1), out_hw, 0),
+               _windows(ones, kernel[0], kernel[1], stride, pad, (1, 1), out_hw, 0))
+    for (_, _, xv), (_, _, cv) in taps:
+        total = xv if total is None else total + xv
+        count = cv if count is None else count + cv
+    half = count // 2
+    num = np.where(total > 0, total + half, total - half)
+    avg = np.sign(num) * (np.abs(num) // np.maximum(count, 1))
+    return np.clip(avg, act_min, act_max).astype(np.int16)
+
+
+def gen_lut_s16(fn: Callable[[np.ndarray], np.ndarray], input_min: float, input_max: float,
+                output_min: float = -1.0, output_max: float = 1.0) -> np.ndarray:
+    """TFLite's gen_lut<float, int16_t, int16_t>: 513 int16 values of fn over
+    [input_min, input_max] (512 steps), each nudged by half the error of
+    linear interpolation at its step's midpoint; float32 arithmetic."""
+    f = np.float32
+    steps = 512
+    step = f(f(f(input_max) - f(input_min)) / f(steps))
+    half = f(step / f(2))
+    scale_inv = f(f(65536.0) / f(f(output_max) - f(output_min)))
+
+    def rnd(v):
+        return f(np.copysign(np.floor(np.abs(np.float64(v)) + 0.5), v))
+
+    lut = np.zeros(steps + 1, np.int16)
+    for i in range(steps):
+        x0 = f(f(input_min) + f(f(i) * step))
+        val = f(fn(x0))
+        mid = f(fn(f(x0 + half)))
+        nxt = f(fn(f(f(input_min) + f(f(i + 1) * step))))
+        sample = rnd(f(val * scale_inv))
+        interp = rnd(f(f(f(nxt * scale_inv) + sample) / f(2)))
+        err = f(interp - rnd(f(mid * scale_inv)))
+        bias = rnd(f(err / f(2)))
+        lut[i] = int(np.clip(f(sample - bias), -32768, 32767))
+    lut[steps] = int(np.clip(rnd(f(f(fn(f(input_max))) * scale_inv)), -32768, 32767))
+    return lut
+
+
+def softmax_luts_s16() -> tuple[np.ndarray, np.ndarray]:
+    """TFLM's int16 softmax tables: exp over [-10, 0] and 1 / (1 + x) over [0, 1]."""
+    return (gen_lut_s16(lambda v: np.exp(v, dtype=np.float32), -10.0, 0.0),
+            gen_lut_s16(lambda v: np.float32(1.0) / (np.float32(1.0) + v), 0.0, 1.0))
+
+
+def softmax_params_s16(input_scale: float, beta: float = 1.0) -> dict:
+    """QuantSoftmaxParams at int16 as TFLM's int16 softmax Prepare:
+    QuantizeMultiplier(input_scale * beta / (10 / 65535)), so that input
+    differences [-65535, 0] span [-10, 0]; diff_min unused (0)."""
+    m, shift = quantize_multiplier(_f32(input_scale) * _f32(beta) / (10.0 / 65535.0))
+    return dict(input_multiplier=m, input_left_shift=shift, diff_min=0)
+
+
+def _lut_s16(v: np.ndarray, lut: np.ndarray) -> np.ndarray:
+    """TFLite's generic_int16_table_lookup: base lut[256 + (v >> 7)] plus the
+    slope to the next entry times (v & 127) / 128, rounded (int16 wrap)."""
+    v = np.asarray(v, np.int64)
+    lut = np.asarray(lut, np.int64)
+    index = 256 + (v >> 7)
+    base = lut[index]
+    slope = ((lut[index + 1] - base + 32768) & 0xFFFF) - 32768
+    delta = (slope * (v & 127) + 64) >> 7
+    return ((base + delta + 32768) & 0xFFFF) - 32768
+
+
+def softmax_s16(x: np.ndarray, input_multiplier: int, input_left_shift: int, exp_lut: np.ndarray,
+                one_lut: np.ndarray) -> np.ndarray:
+    """softmax_s16 over the last axis (TFLM's int16 SoftmaxInt16; output scale
+    1/32768, zero point 0): exp(x - max) from exp_lut, their sum's
+    reciprocal from one_lut (1 / (1 + x) on the sum normalised to [1, 2)),
+    the products rounded and clamped to [0, 32767]. The sum's leading-zero
+    count is clamped to [1, 31] (tables are data: any values stay defined)."""
+    x = np.asarray(x, np.int64)
+    shape = x.shape
+    rows = x.reshape(-1, shape[-1])
+    diff = rows - rows.max(axis=1, keepdims=True)
+    scaled = requantize(diff, input_multiplier, input_left_shift)
+    sym = np.clip(scaled + 32767, -32768, 32767)
+    e = _lut_s16(sym, exp_lut)
+    total = e.sum(axis=1).astype(np.int64)  # within int32: at most 32768 columns (checked)
+    u = total & 0xFFFFFFFF
+    lz = np.array([32 - int(t).bit_length() for t in u], np.int64)
+    head = np.clip(lz, 1, 31)
+    shifted = ((total << (head - 1)) + (1 << 13)) >> 14
+    recip = _lut_s16(np.clip(shifted - 98304, -32768, 32767), one_lut)
+    rs = (31 - head)[:, None]
+    rounding = np.where(rs > 0, np.int64(1) << np.maximum(rs - 1, 0), 0)
+    out = (e * recip[:, None] + rounding) >> rs
+    return np.clip(out, 0, 32767).astype(np.int16).reshape(shape)
+
+
+def requantize_tensor(x: np.ndarray, src: dict, dst: dict) -> np.ndarray:
+    """REQUANTIZE (TFLite's Requantize, QUANTIZE from an integer input): x at
+    src's quantization to dst's (program tensor dicts: dtype I8/I16, scale,
+    zero_point): clamp(requantize(x - zp_in, m, s) + zp_out) with (m, s) =
+    QuantizeMultiplier(s_in / s_out)."""
+    m, s = quantize_multiplier(_f32(src["scale"]) / _f32(dst["scale"]))
+    lo, hi, dt = (-128, 127, np.int8) if dst["dtype"] == "I8" else (INT16_MIN, INT16_MAX, np.int16)
+    v = requantize(np.asarray(x, np.int64) - int(src["zero_point"]), m, s) + int(dst["zero_point"])
+    return np.clip(v, lo, hi).astype(dt)
+
+
+def quantize_s16(x: np.ndarray, scale: float, zero_point: int = 0) -> np.ndarray:
+    """quantize_f32_s16: quantize's rounding, clamped to int16; NaN -> -32768."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        r = _round_half_away(x / np.float32(scale)).astype(np.float64)
+    q = np.clip(r + zero_point, INT16_MIN, INT16_MAX)
+    return np.where(np.isnan(q), INT16_MIN, q).astype(np.int16)
+
+
+def dequantize_s16(q: np.ndarray, scale: float, zero_point: int = 0) -> np.ndarray:
+    """dequantize_s16_f32: float32((q - zp) * scale)."""
+    return dequantize(q, scale, zero_point)
+
+
 __all__ = [
     "quantize_multiplier", "conv_requant", "add_params", "mul_params", "softmax_params",
     "lut_table", "fold_linear_bias", "requantize", "conv2d", "depthwise_conv2d", "linear",

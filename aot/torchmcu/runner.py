@@ -210,8 +210,18 @@ def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str = "qemu", profil
         if res.timed_out:
             raise SimError(f"the FVP timed out after {timeout_s} s\n{res.stdout[-2000:]}")
         text, code, ipt, cmd = res.stdout, res.exit_code, None, res.command
+    elif sim == "xt-run":  # Cadence's Xtensa ISS (torchmcu.xtsim); ticks are CCOUNT cycles
+        from .sim import get_runner
+        board = load_board(meta["board"])
+        elf = out / "firmware-xtensa.elf"
+        if not elf.is_file():
+            raise TorchMCUError(f"{elf} not found; run `torchmcu build {out}` first")
+        res = get_runner("xt-run").run(board, elf, blob, timeout_s=timeout_s)
+        if res.timed_out:
+            raise SimError(f"xt-run timed out after {timeout_s} s\n{res.stdout[-2000:]}")
+        text, code, ipt, cmd = res.stdout, res.exit_code, None, res.command
     else:
-        raise TorchMCUError(f"unknown simulator {sim!r}: use qemu, host or fvp")
+        raise TorchMCUError(f"unknown simulator {sim!r}: use qemu, host, fvp or xt-run")
     from .fvp import parse_npu
 
     info, outputs = parse_protocol(text, meta["outputs"])
@@ -250,7 +260,7 @@ def expected(out_dir: str | Path, samples: list[list[np.ndarray]]) -> tuple[list
     Quantized programs: the project's NumPy reference executing the program,
     bit for bit. Float programs: PyTorch, within the float tolerance."""
     meta = load_meta(out_dir)
-    if meta.get("quant") in ("int8", "int4"):
+    if meta.get("quant") in ("int8", "int4", "a16w8"):
         from .interpret import run_reference
 
         return run_reference((Path(out_dir) / "model.pte").read_bytes(), program_samples(meta, samples)), None
@@ -286,10 +296,10 @@ def _output_step(prog: dict[str, Any], index: int) -> float:
     t = index
     while True:
         producer = next((op for op in prog["ops"] if t in op["outputs"]), None)
-        if producer is None or producer["code"] not in ("DEQUANTIZE_S8", "PERMUTE", "COPY"):
+        if producer is None or producer["code"] not in ("DEQUANTIZE_S8", "DEQUANTIZE_S16", "PERMUTE", "COPY"):
             return 0.0
         t = producer["inputs"][0]
-        if producer["code"] == "DEQUANTIZE_S8":
+        if producer["code"] in ("DEQUANTIZE_S8", "DEQUANTIZE_S16"):
             return float(prog["tensors"][t]["scale"])
 
 

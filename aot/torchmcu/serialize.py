@@ -16,7 +16,7 @@ from .plan import Plan
 
 PROGRAM_VERSION = 2  # firmware/core/program.h kProgramVersion
 SEGMENT_ALIGN = 16
-WIRE_DTYPES = {"F32": "<f4", "I8": "i1", "I16": "<i2", "I32": "<i4", "U8": "u1"}  # I4: reference.pack_int4
+WIRE_DTYPES = {"F32": "<f4", "I8": "i1", "I16": "<i2", "I32": "<i4", "U8": "u1", "I64": "<i8"}  # I4: reference.pack_int4
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,9 @@ def kernel_symbol(code: str) -> str:
     return "k" + "".join(w.capitalize() for w in code.split("_"))
 
 
-KERNEL_SETS = ("portable", "cmsis-nn")  # firmware/kernels/<set with _ for ->/kernels.h
+KERNEL_SETS = ("portable", "cmsis-nn", "hifi")
+# Each set's folder under firmware/ (its kernels.h; its C++ namespace is the folder's name).
+KERNEL_SET_DIRS = {"portable": "kernels/portable", "cmsis-nn": "kernels/cmsis_nn", "hifi": "delegates/hifi"}
 DELEGATE_CODE = "ETHOS_U"  # firmware/delegates/ethos_u/kernels.h: ethos_u::kEthosU
 
 
@@ -233,8 +235,7 @@ def available_kernels(kernels: str = "portable") -> list[str]:
     """Op codes whose kernel this runtime provides (declared in the set's kernels.h)."""
     if kernels not in KERNEL_SETS:
         raise ValueError(f"unknown kernel set {kernels!r}; one of {', '.join(KERNEL_SETS)}")
-    header = (Path(__file__).resolve().parents[2] / "firmware" / "kernels" / kernels.replace("-", "_")
-              / "kernels.h").read_text()
+    header = (Path(__file__).resolve().parents[2] / "firmware" / KERNEL_SET_DIRS[kernels] / "kernels.h").read_text()
     declared = set(re.findall(r"extern const Kernel (k\w+);", header))
     return [c for c in schema.load().enums["OpCode"].values if kernel_symbol(c) in declared]
 
@@ -247,9 +248,10 @@ def kernel_table_source(codes: list[str] | None, kernels: str = "portable") -> s
     used = set(available_kernels() if codes is None else codes)
     ns = {c: "portable" for c in used}
     includes = "#include \"core/kernel.h\"\n#include \"kernels/portable/kernels.h\"\n"
-    if kernels != "portable":
-        ns.update({c: "cmsis_nn" for c in available_kernels(kernels) if c in used})
-        includes += "#include \"kernels/cmsis_nn/kernels.h\"\n"
+    if kernels != "portable":  # e.g. cmsis_nn::kConv2dS8, hifi::kConv2dS8
+        folder = KERNEL_SET_DIRS[kernels]
+        ns.update({c: folder.rsplit("/", 1)[1] for c in available_kernels(kernels) if c in used})
+        includes += f"#include \"{folder}/kernels.h\"\n"
     if DELEGATE_CODE in used:  # the Ethos-U delegate: only built with its driver (build.py)
         ns[DELEGATE_CODE] = "ethos_u"
         includes += "#include \"delegates/ethos_u/kernels.h\"\n"

@@ -1,8 +1,9 @@
 """Run firmware images in a simulator and collect UART output and exit code.
 
-QEMU (here) and Arm's Corstone FVPs (torchmcu.fvp, for boards with an NPU)
-are registered in :data:`RUNNERS`; another simulator (Renode) would be a
-further :class:`Runner` with the same ``run`` signature.
+QEMU (here), Arm's Corstone FVPs (torchmcu.fvp, for boards with an NPU) and
+Cadence's Xtensa ISS (torchmcu.xtsim, for HiFi boards) are registered in
+:data:`RUNNERS`; another simulator (Renode) would be a further
+:class:`Runner` with the same ``run`` signature.
 """
 
 from __future__ import annotations
@@ -172,6 +173,7 @@ class QemuRunner:
 
 RUNNERS: dict[str, Runner] = {"qemu": QemuRunner()}
 from . import fvp as _fvp  # noqa: F401  registers RUNNERS["fvp"] (fvp.py imports this module)
+from . import xtsim as _xtsim  # noqa: F401  registers RUNNERS["xt-run"] (Xtensa ISS)
 
 
 def get_runner(name: str = "qemu") -> Runner:

@@ -36,6 +36,13 @@ recompute the same ones).
 
 Float fallback ops inside an int8 program become float TFLite ops where there
 is one with the same meaning; others raise ExportError naming the op.
+
+a16w8 programs (int16 activations) map the same way to TFLite's int16x8
+operators: CONV2D_S16, DEPTHWISE_CONV2D_S16 and LINEAR_S16 to CONV_2D,
+DEPTHWISE_CONV_2D and FULLY_CONNECTED with int16 activations, int8 weights
+and int64 biases; ADD_S16, MUL_S16, MAX_POOL2D_S16, AVG_POOL2D_S16,
+QUANTIZE_S16, DEQUANTIZE_S16 to ADD, MUL, MAX_POOL_2D, AVERAGE_POOL_2D,
+QUANTIZE, DEQUANTIZE.
 """
 
 from __future__ import annotations
@@ -50,8 +57,8 @@ from . import schema
 from .errors import TorchMCUError
 from .tflite_writer import _DTYPES, TFLiteWriter
 
-NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": np.uint8}
-TFL_DTYPE = {"F32": "float32", "I8": "int8", "I16": "int16", "I32": "int32", "U8": "uint8"}
+NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": np.uint8, "I64": np.int64}
+TFL_DTYPE = {"F32": "float32", "I8": "int8", "I16": "int16", "I32": "int32", "U8": "uint8", "I64": "int64"}
 
 
 class ExportError(TorchMCUError):
@@ -69,18 +76,18 @@ def _round_away(x: float) -> int:
 # TFLite's fused activations for int8 outputs: CalculateActivationRangeQuantized
 # (tensorflow/lite/kernels/kernel_util.cc), zero_point + TfLiteRound(f / scale)
 # in float32, clamped to int8.
-def _tflite_act_range(act: str, scale: float, zp: int) -> tuple[int, int]:
+def _tflite_act_range(act: str, scale: float, zp: int, lo: int = -128, hi: int = 127) -> tuple[int, int]:
     def q(f: float) -> int:
         return zp + _round_away(float(np.float32(f) / np.float32(scale)))
 
     if act == "NONE":
-        return -128, 127
+        return lo, hi
     if act == "RELU":
-        return max(-128, q(0.0)), 127
+        return max(lo, q(0.0)), hi
     if act == "RELU6":
-        return max(-128, q(0.0)), min(127, q(6.0))
+        return max(lo, q(0.0)), min(hi, q(6.0))
     if act == "RELU_N1_TO_1":
-        return max(-128, q(-1.0)), min(127, q(1.0))
+        return max(lo, q(-1.0)), min(hi, q(1.0))
     raise ValueError(act)
 
 
@@ -99,13 +106,22 @@ class _Program:
         self.seg = self.prog["constant_offset"]
 
     def const(self, tid: int) -> np.ndarray:
+        """A constant's values (an int4 tensor's unpacked to int8)."""
         t = self.tensors[tid]
         if t["region"] != "CONSTANT":
             raise ExportError(f"tensor t{tid} ({t['name']}) is not a constant")
+        if t["dtype"] == "I4":
+            count = int(np.prod(t["dims"], dtype=np.int64))
+            return ref.unpack_int4(self.packed(tid), count).astype(np.int8).reshape(t["dims"])
         dtype = NP[t["dtype"]]
         count = t["nbytes"] // np.dtype(dtype).itemsize
         return np.frombuffer(self.pte, dtype=dtype, count=count,
                              offset=self.seg + t["offset"]).reshape(t["dims"]).copy()
+
+    def packed(self, tid: int) -> np.ndarray:
+        """An int4 constant's bytes as stored: two values per byte, low nibble first."""
+        t = self.tensors[tid]
+        return np.frombuffer(self.pte, dtype=np.uint8, count=t["nbytes"], offset=self.seg + t["offset"]).copy()
 
     def is_const(self, tid: int) -> bool:
         return tid >= 0 and self.tensors[tid]["region"] == "CONSTANT"
@@ -147,7 +163,8 @@ def verify_derived(pte: bytes) -> list[str]:
         code = op["code"]
         params = op["params"][1] if op["params"] else {}
         ins, out = op["inputs"], op["outputs"][0]
-        if code in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "LINEAR_S8"):
+        if code in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "LINEAR_S8", "CONV2D_S16", "DEPTHWISE_CONV2D_S16",
+                    "LINEAR_S16", "CONV2D_S4", "DEPTHWISE_CONV2D_S4", "LINEAR_S4"):
             s_in, zp_in = p.qparams(ins[0])
             s_out, zp_out = p.qparams(out)
             m, s = ref.conv_requant(s_in, weight_scales(p, i), s_out)
@@ -157,10 +174,13 @@ def verify_derived(pte: bytes) -> list[str]:
             if params["input_offset"] != -zp_in or params["output_offset"] != zp_out:
                 problems.append(f"{p.describe(i)}: offsets {params['input_offset']}, {params['output_offset']} "
                                 f"but tensor zero points {zp_in}, {zp_out}")
-        elif code in ("ADD_S8", "MUL_S8"):
+        elif code in ("ADD_S8", "MUL_S8", "ADD_S16", "MUL_S16"):
             (s1, z1), (s2, z2), (so, zo) = p.qparams(ins[0]), p.qparams(ins[1]), p.qparams(out)
-            fn = ref.add_params if code == "ADD_S8" else ref.mul_params
-            exp = fn(s1, z1, s2, z2, so, zo, params["act_min"], params["act_max"])
+            if code == "ADD_S16":
+                exp = ref.add_params_s16(s1, s2, so, params["act_min"], params["act_max"])
+            else:
+                fn = ref.add_params if code == "ADD_S8" else ref.mul_params
+                exp = fn(s1, z1, s2, z2, so, zo, params["act_min"], params["act_max"])
             diff = {k: (params[k], v) for k, v in exp.items() if params.get(k) != v}
             if diff:
                 problems.append(f"{p.describe(i)}: parameters differ from TFLite's: {diff}")
@@ -178,8 +198,8 @@ def verify_derived(pte: bytes) -> list[str]:
             if diff:
                 problems.append(f"{p.describe(i)}: parameters differ from TFLite's: {diff}")
         elif code in ("MAX_POOL2D_S8", "AVG_POOL2D_S8", "CLAMP_S8", "CONCAT", "PERMUTE", "COPY", "PAD",
-                      "MAXIMUM_S8", "MINIMUM_S8"):
-            if p.tensors[out]["dtype"] == "I8":
+                      "MAXIMUM_S8", "MINIMUM_S8", "MAX_POOL2D_S16", "AVG_POOL2D_S16"):
+            if p.tensors[out]["dtype"] in ("I8", "I16"):
                 for t in ins:
                     if t >= 0 and p.qparams(t) != p.qparams(out):
                         problems.append(f"{p.describe(i)}: input t{t} quantization {p.qparams(t)} differs from "
@@ -229,6 +249,17 @@ class _Exporter:
             scale, zp = float(t["scale"]), int(t["zero_point"])
         return self.const_tensor(t["name"], self.p.const(tid), TFL_DTYPE[t["dtype"]], scale, zp)
 
+    def weights(self, tid: int, values: np.ndarray, scales: np.ndarray, qdim: int, int4: bool = True) -> int:
+        """A conv/depthwise/linear weight tensor, per-channel symmetric: int8,
+        or TFLite's packed INT4 (the program's own bytes: the same packing)
+        for the W4A8 ops when `int4`."""
+        t = self.p.tensors[tid]
+        zps = [0] * len(scales)
+        if t["dtype"] == "I4" and int4:
+            return self.w.add_tensor(t["name"], values.shape, "int4", scales, zps, data=self.p.packed(tid),
+                                     quantized_dimension=qdim)
+        return self.const_tensor(t["name"], values, "int8", scales, zps, qdim)
+
     def int_vector(self, name: str, values) -> int:
         return self.const_tensor(name, np.asarray(values, np.int32), "int32")
 
@@ -238,8 +269,9 @@ class _Exporter:
         quantization, or NONE and the bounds a MAXIMUM/MINIMUM pair must
         apply afterwards."""
         scale, zp = self.p.qparams(out_tid)
+        limits = (-32768, 32767) if self.p.tensors[out_tid]["dtype"] == "I16" else (-128, 127)
         for act in allowed:
-            if _tflite_act_range(act, scale, zp) == (lo, hi):
+            if _tflite_act_range(act, scale, zp, *limits) == (lo, hi):
                 return act, ()
         return "NONE", (lo, hi)
 
@@ -267,8 +299,8 @@ class _Exporter:
         lo, hi = bounds if bounds else (-math.inf, math.inf)
         quant = self.w._tensors[out]["quant"]
         scale, zp = (None, None) if quant is None else (quant[0], quant[1])
-        np_t = np.int8 if dtype == "int8" else np.float32
-        floor, ceil = (-128, 127) if dtype == "int8" else (-math.inf, math.inf)
+        np_t = {"int8": np.int8, "int16": np.int16}.get(dtype, np.float32)
+        floor, ceil = {"int8": (-128, 127), "int16": (-32768, 32767)}.get(dtype, (-math.inf, math.inf))
         cur = src
         if lo > floor:
             nxt = self.like(out, "min_clamped") if hi < ceil else out
@@ -356,13 +388,15 @@ class _Exporter:
         if quant:
             s_in, zp_in = P.qparams(xt)
             s_w = weight_scales(P, index)
-            wq = self.const_tensor(name, w, "int8", s_w, [0] * len(s_w), 3 if depthwise else 0)
+            wq = self.weights(wt, w, s_w, 3 if depthwise else 0)
             bias = None
+            wide = op["code"].endswith("_S16")  # int16x8: int64 bias
             if bt >= 0:
-                bias = self.const_tensor(P.tensors[bt]["name"], P.const(bt).astype(np.int32), "int32",
-                                         _f32(s_in) * s_w.astype(np.float64), [0] * len(s_w), 0)
+                bias = self.const_tensor(P.tensors[bt]["name"], P.const(bt).astype(np.int64 if wide else np.int32),
+                                         "int64" if wide else "int32", _f32(s_in) * s_w.astype(np.float64),
+                                         [0] * len(s_w), 0)
             act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
-            dtype = "int8"
+            dtype = "int16" if wide else "int8"
         else:
             wq = self.const_tensor(name, w, "float32")
             bias = None if bt < 0 else self.const_tensor(P.tensors[bt]["name"], P.const(bt), "float32")
@@ -383,6 +417,44 @@ class _Exporter:
     def op_depthwise_conv2d_s8(self, index, op, p, ins, out):
         self._conv(index, op, p, ins, out, depthwise=True, quant=True)
 
+    op_conv2d_s16 = op_conv2d_s8
+    op_depthwise_conv2d_s16 = op_depthwise_conv2d_s8
+    # W4A8: the int8 ops with TFLite INT4 weights (TFLite Micro unpacks them).
+    op_conv2d_s4 = op_conv2d_s8
+    op_depthwise_conv2d_s4 = op_depthwise_conv2d_s8
+
+    def op_linear_s16(self, index, op, p, ins, out):
+        P = self.p
+        xt, wt, bt = op["inputs"][:3]
+        w = P.const(wt)
+        s_in, _ = P.qparams(xt)
+        s_w = weight_scales(P, index)
+        wq = self.const_tensor(P.tensors[wt]["name"], w, "int8", s_w, [0] * len(s_w), 0)
+        bias = np.zeros(w.shape[0], np.int64) if bt < 0 else P.const(bt).astype(np.int64)
+        b = self.const_tensor(P.tensors[bt]["name"] if bt >= 0 else f"{op['name']}_bias", bias, "int64",
+                              _f32(s_in) * s_w.astype(np.float64), [0] * len(s_w), 0)
+        act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
+        self.with_clamp(lambda o: self.w.add_op("FULLY_CONNECTED", [ins[0], wq, b], [o], self._fc_opts(op, act)),
+                        out, bounds, "int16")
+
+    def op_add_s16(self, index, op, p, ins, out):
+        self._binary(index, op, p, ins, out, "ADD", True)
+
+    def op_mul_s16(self, index, op, p, ins, out):
+        self._binary(index, op, p, ins, out, "MUL", True)
+
+    def op_max_pool2d_s16(self, index, op, p, ins, out):
+        self._pool(index, op, p, ins, out, "MAX_POOL_2D", True)
+
+    def op_avg_pool2d_s16(self, index, op, p, ins, out):
+        self._pool(index, op, p, ins, out, "AVERAGE_POOL_2D", True)
+
+    def op_quantize_s16(self, index, op, p, ins, out):
+        self.w.add_op("QUANTIZE", [ins[0]], [out])
+
+    def op_dequantize_s16(self, index, op, p, ins, out):
+        self.w.add_op("DEQUANTIZE", [ins[0]], [out])
+
     def op_conv2d_f32(self, index, op, p, ins, out):
         self._conv(index, op, p, ins, out, depthwise=False, quant=False)
 
@@ -399,7 +471,10 @@ class _Exporter:
         w = P.const(wt)
         s_in, _ = P.qparams(xt)
         s_w = weight_scales(P, index)
-        wq = self.const_tensor(P.tensors[wt]["name"], w, "int8", s_w, [0] * len(s_w), 0)
+        # TFLite Micro refuses INT4 filters in a per-channel FULLY_CONNECTED
+        # (fully_connected_common.cc): LINEAR_S4's values go in widened to
+        # int8, the same products.
+        wq = self.weights(wt, w, s_w, 0, int4=False)
         folded = np.zeros(w.shape[0], np.int64) if bt < 0 else P.const(bt).astype(np.int64)
         # LINEAR_S8's bias has input_offset * sum(w) folded in; FULLY_CONNECTED adds the offset itself.
         bias = folded - int(p["input_offset"]) * w.astype(np.int64).sum(1)
@@ -410,6 +485,9 @@ class _Exporter:
         act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
         self.with_clamp(lambda o: self.w.add_op("FULLY_CONNECTED", [ins[0], wq, b], [o], self._fc_opts(op, act)),
                         out, bounds, "int8")
+
+    def op_linear_s4(self, index, op, p, ins, out):
+        self.op_linear_s8(index, op, p, ins, out)
 
     def op_linear_f32(self, index, op, p, ins, out):
         P = self.p
@@ -427,7 +505,10 @@ class _Exporter:
         else:
             act, bounds = self.float_act(p)
         self.with_clamp(lambda o: self.w.add_op(opcode, ins[:2], [o], dict(fused_activation_function=act)),
-                        out, bounds, "int8" if quant else "float32")
+                        out, bounds, self._int_dtype(op) if quant else "float32")
+
+    def _int_dtype(self, op) -> str:
+        return "int16" if self.p.tensors[op["outputs"][0]]["dtype"] == "I16" else "int8"
 
     def op_add_s8(self, index, op, p, ins, out):
         self._binary(index, op, p, ins, out, "ADD", True)
@@ -453,7 +534,7 @@ class _Exporter:
         x = ins[0]
         if pads is not None:
             if opcode == "MAX_POOL_2D":  # padded taps never win: the lowest value
-                x = self.pad(x, pads, -128 if quant else -np.inf)
+                x = self.pad(x, pads, (-32768 if self._int_dtype(op) == "int16" else -128) if quant else -np.inf)
             elif not quant and p.get("count_include_pad", True):
                 x = self.pad(x, pads)  # zeros that count, as PyTorch's count_include_pad
             else:
@@ -469,7 +550,7 @@ class _Exporter:
         opts = dict(padding=padding, stride_h=s[0], stride_w=s[1], filter_height=k[0], filter_width=k[1],
                     fused_activation_function=act)
         self.with_clamp(lambda o: self.w.add_op(opcode, [x], [o], opts), out, bounds,
-                        "int8" if quant else "float32")
+                        self._int_dtype(op) if quant else "float32")
 
     def op_max_pool2d_s8(self, index, op, p, ins, out):
         self._pool(index, op, p, ins, out, "MAX_POOL_2D", True)
@@ -484,6 +565,12 @@ class _Exporter:
         self._pool(index, op, p, ins, out, "AVERAGE_POOL_2D", False)
 
     def op_softmax_s8(self, index, op, p, ins, out):
+        self.w.add_op("SOFTMAX", [ins[0]], [out], dict(beta=1.0))
+
+    def op_requantize(self, index, op, p, ins, out):  # TFLite's QUANTIZE from an integer input
+        self.w.add_op("QUANTIZE", [ins[0]], [out])
+
+    def op_softmax_s16(self, index, op, p, ins, out):  # TFLM builds its own tables (the program's are the same)
         self.w.add_op("SOFTMAX", [ins[0]], [out], dict(beta=1.0))
 
     def op_softmax_f32(self, index, op, p, ins, out):
@@ -616,7 +703,9 @@ class _Exporter:
         self.w.add_op("RESHAPE", [src, self.int_vector("shape", shape)], [out], {"new_shape": shape})
 
 
-_SCRATCH_AFTER = {"CONV2D_S8": 5, "DEPTHWISE_CONV2D_S8": 5, "LINEAR_S8": 5}
+_SCRATCH_AFTER = {"CONV2D_S8": 5, "DEPTHWISE_CONV2D_S8": 5, "LINEAR_S8": 5, "CONV2D_S16": 5,
+                  "DEPTHWISE_CONV2D_S16": 5, "LINEAR_S16": 5, "CONV2D_S4": 5, "DEPTHWISE_CONV2D_S4": 5,
+                  "LINEAR_S4": 5}
 
 
 def _operands(op: dict) -> list[int]:
@@ -626,7 +715,7 @@ def _operands(op: dict) -> list[int]:
 
 
 def _is_int8_program(p: _Program) -> bool:
-    return any(op["code"].endswith("_S8") for op in p.ops)
+    return any(op["code"].endswith(("_S8", "_S16", "_S4")) for op in p.ops)
 
 
 def export_tflite(pte: bytes, *, strict: bool = True, tensor_map: dict[int, int] | None = None) -> bytes:
@@ -638,10 +727,6 @@ def export_tflite(pte: bytes, *, strict: bool = True, tensor_map: dict[int, int]
     if not _is_int8_program(p):
         raise ExportError("a float32 program: the TFLite export is for int8 programs "
                           "(compile with --quant int8)")
-    s4 = sorted({op["code"] for op in p.prog["ops"] if op["code"].endswith("_S4")})
-    if s4:
-        raise ExportError(f"an int4 (W4A8) program ({', '.join(s4)}): the TFLite export covers int8 programs "
-                          "only; int4 weights (TFLite's packed INT4 tensors) are not exported yet")
     if strict:
         problems = verify_derived(pte)
         if problems:
@@ -708,9 +793,11 @@ def trace(pte: bytes, inputs: list[np.ndarray]) -> list[tuple[list[np.ndarray | 
         args = [None if i < 0 else it.tensor(i).copy() for i in op["inputs"]]
         outs = [prog["tensors"][i] for i in op["outputs"]]
         params = op["params"][1] if op["params"] else {}
-        if op["code"] == "DEQUANTIZE_S8":
+        if op["code"] in ("DEQUANTIZE_S8", "DEQUANTIZE_S16"):
             src = prog["tensors"][op["inputs"][0]]
             result = ref.dequantize(args[0], src["scale"], src["zero_point"])
+        elif op["code"] == "REQUANTIZE":
+            result = ref.requantize_tensor(args[0], prog["tensors"][op["inputs"][0]], outs[0])
         else:
             result = OPS[op["code"]](args, params, outs)
         it.write(op["outputs"][0], np.asarray(result).reshape(outs[0]["dims"]))

@@ -101,15 +101,27 @@ class TFLiteWriter:
         (int8, int16, int32, int64, uint8, float32, float16, bool). scale /
         zero_point: per-tensor scalars or per-channel sequences (then
         quantized_dimension names the channel axis; default 0). data: the
-        constant's values (converted to dtype, C order)."""
+        constant's values (converted to dtype, C order). dtype "int4": data
+        is the packed bytes (two values per byte, element i in the low nibble
+        of byte i // 2 when i is even, the high one when odd: TFLite's INT4
+        buffers), ceil(elements / 2) of them."""
+        shape = [int(d) for d in shape]
+        if isinstance(dtype, str) and dtype == "int4":
+            packed = None if data is None else np.ascontiguousarray(np.asarray(data, dtype=np.uint8)).ravel()
+            if packed is not None and packed.size != (int(np.prod(shape, dtype=np.int64)) + 1) // 2:
+                raise ValueError(f"{name}: {packed.size} packed bytes for int4 tensor {shape}")
+            return self._add(name, shape, TensorType.INT4, packed, scale, zero_point, quantized_dimension)
         dtype_name = np.dtype(dtype).name
         if dtype_name not in _DTYPES:
             raise ValueError(f"unsupported tensor type {dtype_name}")
-        shape = [int(d) for d in shape]
         if data is not None:
             data = np.ascontiguousarray(np.asarray(data, dtype=_DTYPES[dtype_name][1]))
             if list(data.shape) != shape and data.size != int(np.prod(shape, dtype=np.int64)):
                 raise ValueError(f"{name}: data of shape {data.shape} for tensor {shape}")
+        return self._add(name, shape, _DTYPES[dtype_name][0], data, scale, zero_point, quantized_dimension)
+
+    def _add(self, name: str, shape: list[int], type_code: int, data: Any, scale: Any, zero_point: Any,
+             quantized_dimension: int | None) -> int:
         quant = None
         if scale is not None:
             scales = [float(s) for s in np.atleast_1d(np.asarray(scale, dtype=np.float64))]
@@ -122,8 +134,7 @@ class TFLiteWriter:
             if quantized_dimension is None:
                 quantized_dimension = 0
             quant = (scales, [int(z) for z in zps], int(quantized_dimension))
-        self._tensors.append(dict(name=name, shape=shape, type=_DTYPES[dtype_name][0],
-                                  data=data, quant=quant))
+        self._tensors.append(dict(name=name, shape=shape, type=type_code, data=data, quant=quant))
         return len(self._tensors) - 1
 
     def add_op(self, opcode: str | int, inputs: Sequence[int], outputs: Sequence[int],

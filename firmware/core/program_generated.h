@@ -21,8 +21,9 @@ enum class DType : uint8_t {
   I32 = 3,
   U8 = 4,
   I4 = 5,
+  I64 = 6,
 };
-constexpr uint32_t kNumDType = 6;
+constexpr uint32_t kNumDType = 7;
 
 enum class Region : uint8_t {
   CONSTANT = 0,
@@ -70,8 +71,19 @@ enum class OpCode : uint16_t {
   CONV2D_S4 = 36,
   DEPTHWISE_CONV2D_S4 = 37,
   LINEAR_S4 = 38,
+  QUANTIZE_S16 = 40,
+  DEQUANTIZE_S16 = 41,
+  CONV2D_S16 = 42,
+  DEPTHWISE_CONV2D_S16 = 43,
+  LINEAR_S16 = 44,
+  ADD_S16 = 45,
+  MUL_S16 = 46,
+  MAX_POOL2D_S16 = 47,
+  AVG_POOL2D_S16 = 48,
+  SOFTMAX_S16 = 49,
+  REQUANTIZE = 50,
 };
-constexpr uint32_t kNumOpCode = 39;
+constexpr uint32_t kNumOpCode = 51;
 
 enum class OpParams : uint8_t {
   NONE = 0,
@@ -341,6 +353,18 @@ struct QuantizeArgs {
 static_assert(sizeof(QuantizeArgs) == 8 && alignof(QuantizeArgs) == 4, "QuantizeArgs: flatbuffers layout");
 static_assert(offsetof(QuantizeArgs, scale) == 0, "QuantizeArgs.scale");
 static_assert(offsetof(QuantizeArgs, zero_point) == 4, "QuantizeArgs.zero_point");
+
+struct RequantizeArgs {
+  int32_t multiplier;
+  int32_t shift;
+  int32_t input_zero_point;
+  int32_t output_zero_point;
+};
+static_assert(sizeof(RequantizeArgs) == 16 && alignof(RequantizeArgs) == 4, "RequantizeArgs: flatbuffers layout");
+static_assert(offsetof(RequantizeArgs, multiplier) == 0, "RequantizeArgs.multiplier");
+static_assert(offsetof(RequantizeArgs, shift) == 4, "RequantizeArgs.shift");
+static_assert(offsetof(RequantizeArgs, input_zero_point) == 8, "RequantizeArgs.input_zero_point");
+static_assert(offsetof(RequantizeArgs, output_zero_point) == 12, "RequantizeArgs.output_zero_point");
 
 struct BinaryArgs {
   int32_t a[6];

@@ -15,8 +15,10 @@ constexpr int32_t kMaxRank = 6;
 /// Bytes per element of each dtype, by schema::DType value. I4 (packed, two
 /// elements a byte) counts 1: its alignment; the kernels that take I4
 /// operands size them as ceil(elements / 2) bytes themselves.
-constexpr uint8_t kDTypeBytes[schema::kNumDType] = {4, 1, 2, 4, 1, 1};
-static_assert(uint32_t(schema::DType::F32) == 0 && uint32_t(schema::DType::I4) == 5, "kDTypeBytes order");
+constexpr uint8_t kDTypeBytes[schema::kNumDType] = {4, 1, 2, 4, 1, 1, 8};
+static_assert(uint32_t(schema::DType::F32) == 0 && uint32_t(schema::DType::I4) == 5 &&
+                  uint32_t(schema::DType::I64) == 6,
+              "kDTypeBytes order");
 
 /// Bytes per element of a dtype; 0 for an unknown value.
 #if defined(__GNUC__)

@@ -58,6 +58,22 @@ const char* status_name(int status) {
 
 }  // namespace
 
+#ifdef CONFIG_TORCHMCU_ETHOS_U
+// The Ethos-U delegate's question before each call: is an NPU registered with
+// the driver? Zephyr's Ethos-U driver (drivers/misc/ethos_u) starts every
+// enabled "arm,ethos-u" devicetree node at POST_KERNEL, before main(): it
+// calls ethosu_init, connects the interrupt and provides the driver's mutex
+// and semaphore hooks. Starting it again here would register the NPU twice,
+// so the answer is only whether that device is ready.
+extern "C" int tmcu_platform_npu_status(void) {
+#if DT_HAS_COMPAT_STATUS_OKAY(arm_ethos_u)
+  return device_is_ready(DEVICE_DT_GET(DT_COMPAT_GET_ANY_STATUS_OKAY(arm_ethos_u))) ? 0 : -1;
+#else
+  return -1;  // no NPU in the devicetree: the delegate fails its calls cleanly
+#endif
+}
+#endif
+
 extern "C" void tmcu_platform_init(void) {
   // Nothing to start: the kernel owns the console and the cycle counter.
 }

@@ -1,8 +1,8 @@
 # The runtime's sources, relative to firmware/: the one place the Zephyr
 # module names them. tests/test_zephyr.py checks these lists against
-# aot/torchmcu/build.py (CORE_SOURCES, APP_SOURCES, kernel_sources() and the
-# CMSIS-NN kernels), so a file added, renamed or removed there fails the test
-# until it is listed here too.
+# aot/torchmcu/build.py (CORE_SOURCES, APP_SOURCES, kernel_sources(), the
+# CMSIS-NN kernels and DELEGATE_SOURCES), so a file added, renamed or removed
+# there fails the test until it is listed here too.
 
 set(TORCHMCU_CORE_SOURCES
   core/program.cc
@@ -20,12 +20,14 @@ set(TORCHMCU_PORTABLE_KERNEL_SOURCES
   kernels/portable/binary_s8.cc
   kernels/portable/concat.cc
   kernels/portable/conv2d.cc
+  kernels/portable/conv2d_s16.cc
   kernels/portable/conv2d_s4.cc
   kernels/portable/conv2d_s8.cc
   kernels/portable/linear.cc
   kernels/portable/linear_s8.cc
   kernels/portable/mean.cc
   kernels/portable/ops_f32.cc
+  kernels/portable/ops_s16.cc
   kernels/portable/ops_s8.cc
   kernels/portable/pad.cc
   kernels/portable/permute.cc
@@ -44,6 +46,15 @@ set(TORCHMCU_CMSIS_NN_KERNEL_SOURCES
   kernels/cmsis_nn/conv_s8.cc
   kernels/cmsis_nn/linear_s4.cc
   kernels/cmsis_nn/linear_s8.cc
+  kernels/cmsis_nn/ops_s16.cc
   kernels/cmsis_nn/pool_s8.cc
   kernels/cmsis_nn/softmax_s8.cc
+)
+
+# build.py's DELEGATE_SOURCES less the bare-metal NPU board support
+# (boards/npu/ethos_u.cc): on Zephyr the kernel's Ethos-U driver starts the NPU
+# and provides the driver's OS hooks, and platform_zephyr.cc reports its state.
+set(TORCHMCU_ETHOS_U_SOURCES
+  delegates/ethos_u/blob.cc
+  delegates/ethos_u/ethos_u.cc
 )

@@ -61,6 +61,18 @@ ARGS: dict[str, tuple[str, str | None]] = {
     "CONV2D_S4": ("QuantConv2dArgs", "QuantConv2dParams"),
     "DEPTHWISE_CONV2D_S4": ("QuantConv2dArgs", "QuantConv2dParams"),
     "LINEAR_S4": ("QuantLinearArgs", "QuantLinearParams"),
+    # a16w8: the int8 ops' args and params at int16 (offsets 0, int16 ranges)
+    "QUANTIZE_S16": ("QuantizeArgs", None),
+    "DEQUANTIZE_S16": ("QuantizeArgs", None),
+    "CONV2D_S16": ("QuantConv2dArgs", "QuantConv2dParams"),
+    "DEPTHWISE_CONV2D_S16": ("QuantConv2dArgs", "QuantConv2dParams"),
+    "LINEAR_S16": ("QuantLinearArgs", "QuantLinearParams"),
+    "ADD_S16": ("QuantAddArgs", "QuantAddParams"),
+    "MUL_S16": ("QuantMulArgs", "QuantMulParams"),
+    "MAX_POOL2D_S16": ("QuantPool2dArgs", "QuantPool2dParams"),
+    "AVG_POOL2D_S16": ("QuantPool2dArgs", "QuantPool2dParams"),
+    "SOFTMAX_S16": ("QuantSoftmaxArgs", "QuantSoftmaxParams"),
+    "REQUANTIZE": ("RequantizeArgs", None),
 }  # SIGMOID_F32, TANH_F32, HARDSWISH_F32, COPY, LUT_S8: no arguments
 
 
@@ -141,6 +153,19 @@ def _pad(ins: list, outs: list) -> dict[str, Any]:
     return out
 
 
+def _requantize(ins: list, outs: list) -> dict[str, Any]:
+    """TFLite's QUANTIZE Prepare for an integer input: QuantizeMultiplier(s_in / s_out)."""
+    from ..reference import quantize_multiplier
+
+    (s_in, zp_in), (s_out, zp_out) = _quant(ins[0] if ins else None), _quant(outs[0] if outs else None)
+    try:
+        m, s = quantize_multiplier(float(struct.unpack("<f", struct.pack("<f", s_in))[0]) /
+                                   float(struct.unpack("<f", struct.pack("<f", s_out))[0]))
+    except (ValueError, ZeroDivisionError, OverflowError):
+        m, s = 0, 0  # a scale the runtime refuses anyway (or a zero multiplier: zeros out)
+    return {"multiplier": m, "shift": s, "input_zero_point": zp_in, "output_zero_point": zp_out}
+
+
 SHAPES: dict[str, Shapes] = {
     "LinearArgs": _linear, "QuantLinearArgs": _linear,
     "Conv2dArgs": _nhwc("x", "w", "y"), "QuantConv2dArgs": _nhwc("x", "w", "y"),
@@ -152,6 +177,7 @@ SHAPES: dict[str, Shapes] = {
     "ConcatArgs": lambda ins, outs: {"y": _dims(outs[0] if outs else None, MAX_RANK)},
     "ClampArgs": lambda ins, outs: {}, "QuantClampArgs": lambda ins, outs: {},
     "EthosUArgs": lambda ins, outs: {},
+    "RequantizeArgs": _requantize,
 }
 
 
@@ -183,8 +209,8 @@ def _args(schema: Schema, code: str, params: Any, ins: list, outs: list) -> tupl
             else:
                 v = given.get(f.name, f.default)
                 values[f.name] = float(v) if fields[f.name].type == "float" and isinstance(v, (int, float)) else v
-    if code in ("QUANTIZE_S8", "DEQUANTIZE_S8"):  # the int8 side's quantization
-        values.update(_quantize(1 if code == "QUANTIZE_S8" else 0)(ins, outs))
+    if code in ("QUANTIZE_S8", "DEQUANTIZE_S8", "QUANTIZE_S16", "DEQUANTIZE_S16"):  # the integer side's
+        values.update(_quantize(1 if code.startswith("QUANTIZE") else 0)(ins, outs))
     else:
         values.update(SHAPES[struct_name](ins, outs))
     for f in st.fields:  # anything still missing (or of the wrong kind) gets a neutral value

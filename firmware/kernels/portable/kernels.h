@@ -47,6 +47,18 @@ extern const Kernel kBatchMatmulS8;
 extern const Kernel kConv2dS4;
 extern const Kernel kDepthwiseConv2dS4;
 extern const Kernel kLinearS4;
+// a16w8 (ops_s16.cc)
+extern const Kernel kQuantizeS16;
+extern const Kernel kDequantizeS16;
+extern const Kernel kConv2dS16;
+extern const Kernel kDepthwiseConv2dS16;
+extern const Kernel kLinearS16;
+extern const Kernel kAddS16;
+extern const Kernel kMulS16;
+extern const Kernel kMaxPool2dS16;
+extern const Kernel kAvgPool2dS16;
+extern const Kernel kSoftmaxS16;
+extern const Kernel kRequantize;
 
 }  // namespace portable
 }  // namespace torchmcu
