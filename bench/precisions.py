@@ -1,6 +1,6 @@
 """int8, int4 (W4A8) and a16w8 side by side: the figures issue #6 asks for.
 
-    .venv/bin/python bench/precisions.py [--board mps3-an547] [--models ds_cnn ...] [--samples 8]
+    .venv/bin/python bench/precisions.py [--board mps3-an547] [--models ds_cnn ...] [--samples 32]
 
 For each MLPerf Tiny model (examples/mlperf_tiny.py) and each scheme: compile
 (32 calibration samples, float I/O), build, run `--samples` held-out samples
@@ -85,7 +85,7 @@ def main() -> int:
     ap.add_argument("--board", default="mps3-an547")
     ap.add_argument("--models", nargs="*", default=list(mt.MODELS))
     ap.add_argument("--schemes", nargs="*", default=list(SCHEMES), choices=SCHEMES)
-    ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--samples", type=int, default=32)
     ap.add_argument("--out", default=str(REPO / "build" / "precisions"))
     args = ap.parse_args()
     rows = []
