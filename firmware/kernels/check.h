@@ -160,6 +160,29 @@ Error batch_matmul_shapes(const OpContext& ctx, const Args& p) {
   return Error::Ok;
 }
 
+/// MAX_POOL2D / AVG_POOL2D on integers (S8, S16): one input and one output,
+/// NHWC of `dtype` holding their dims, the same batch and channels, windows
+/// of at most `max_taps` taps (what the kernel's sum can hold) over rows and
+/// columns consistent with the output. The activation range is the caller's.
+inline Error quant_pool(const OpContext& ctx, DType dtype, int64_t max_taps) {
+  TMCU_CHECK(counts(ctx, 1, 1, 1) && args<schema::QuantPool2dArgs>(ctx, schema::OpParams::QuantPool2dParams),
+             Error::InvalidOp);
+  const auto& a = ctx.args<schema::QuantPool2dArgs>();
+  TMCU_CHECK(small(a.kernel_h, 1) && small(a.kernel_w, 1) && int64_t(a.kernel_h) * a.kernel_w <= max_taps &&
+                 small(a.stride_h, 1) && small(a.stride_w, 1) && small(a.pad_top, 0) && small(a.pad_left, 0),
+             Error::InvalidOp);
+  const Operand& x = ctx.input(0);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(is(x, dtype, 4) && is(y, dtype, 4), Error::InvalidOp);
+  TMCU_TRY(holds4(x, a.x));
+  TMCU_TRY(holds4(y, a.y));
+  TMCU_CHECK(a.x[0] == a.y[0] && a.x[3] == a.y[3] &&
+                 rows(a.x[1], a.y[1], a.kernel_h, a.stride_h, a.pad_top, 1, false) &&
+                 window(a.x[2], a.y[2], a.kernel_w, a.stride_w, a.pad_left, 1, false),
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
 }  // namespace check
 }  // namespace torchmcu
 

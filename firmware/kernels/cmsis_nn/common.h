@@ -114,6 +114,45 @@ void conv_run(const OpContext& ctx, const Kernel& portable, P (*params)(const sc
   if (s != ARM_CMSIS_NN_SUCCESS) portable.run(ctx);
 }
 
+// Pools (MAX_POOL2D / AVG_POOL2D, S8 and S16) on arm_max_pool_* and
+// arm_avgpool_*. CMSIS-NN requires every window to hold at least one input
+// tap (avg pool returns an argument error, max pool leaves the output
+// unwritten): padding smaller than the kernel guarantees that, and PyTorch's
+// pools (padding at most half the kernel) always have it. On DSP cores
+// (without MVE) the avg pools accumulate in a buffer of one int32 per
+// channel; pools have no scratch operand, so it is a fixed stack array of
+// kPoolChannels entries. Other shapes run on the portable kernel (same bits).
+constexpr int32_t kPoolChannels = 256;
+
+template <typename T>
+using PoolFn = arm_cmsis_nn_status (*)(const cmsis_nn_context*, const cmsis_nn_pool_params*,
+                                       const cmsis_nn_dims*, const T*, const cmsis_nn_dims*,
+                                       const cmsis_nn_dims*, T*);
+
+/// `buffer_bytes`: what the CMSIS-NN function asks for (its
+/// *_get_buffer_size; 0 for max pool).
+template <typename T>
+void pool_run(const OpContext& ctx, const Kernel& portable, PoolFn<T> pool, int32_t buffer_bytes) {
+  const schema::QuantPool2dArgs& a = ctx.args<schema::QuantPool2dArgs>();
+  if (a.pad_top >= a.kernel_h || a.pad_left >= a.kernel_w ||
+      buffer_bytes > int32_t(kPoolChannels * sizeof(int32_t))) {
+    portable.run(ctx);
+    return;
+  }
+  int32_t acc[kPoolChannels];
+  const cmsis_nn_context c{buffer_bytes > 0 ? acc : nullptr, buffer_bytes};
+  cmsis_nn_pool_params pp;
+  pp.stride = cmsis_nn_tile{a.stride_w, a.stride_h};
+  pp.padding = cmsis_nn_tile{a.pad_left, a.pad_top};
+  pp.activation = cmsis_nn_activation{a.act_min, a.act_max};
+  const cmsis_nn_dims in = nhwc(a.x);
+  const cmsis_nn_dims filter{1, a.kernel_h, a.kernel_w, 1};
+  const cmsis_nn_dims out = nhwc(a.y);
+  if (pool(&c, &pp, &in, ctx.in<const T>(0), &filter, &out, ctx.out<T>(0)) != ARM_CMSIS_NN_SUCCESS) {
+    portable.run(ctx);
+  }
+}
+
 }  // namespace cmsis_nn
 }  // namespace torchmcu
 

@@ -171,59 +171,19 @@ void mul_run(const OpContext& ctx) {
   if (s != ARM_CMSIS_NN_SUCCESS) portable::kMulS16.run(ctx);
 }
 
-// ---- pools -------------------------------------------------------------------------
-// As pool_s8.cc: CMSIS-NN needs every window to hold an input tap; on DSP
-// cores arm_avgpool_s16 accumulates in one int32 per channel, here a fixed
-// stack array (pools have no scratch operand); other shapes run portable.
-
-constexpr int32_t kAvgPoolChannels = 256;
-
-bool windows_non_empty(const QuantPool2dArgs& a) { return a.pad_top < a.kernel_h && a.pad_left < a.kernel_w; }
-
-cmsis_nn_pool_params pool_params(const QuantPool2dArgs& a) {
-  cmsis_nn_pool_params c;
-  c.stride = cmsis_nn_tile{a.stride_w, a.stride_h};
-  c.padding = cmsis_nn_tile{a.pad_left, a.pad_top};
-  c.activation = cmsis_nn_activation{a.act_min, a.act_max};
-  return c;
-}
+// ---- pools (pool_run in common.h) -----------------------------------------------------
 
 Error max_pool_check(const OpContext& ctx) { return portable::kMaxPool2dS16.check(ctx); }
 
 void max_pool_run(const OpContext& ctx) {
-  const QuantPool2dArgs& a = ctx.args<QuantPool2dArgs>();
-  if (!windows_non_empty(a)) {
-    portable::kMaxPool2dS16.run(ctx);
-    return;
-  }
-  const cmsis_nn_pool_params pp = pool_params(a);
-  const cmsis_nn_context c{nullptr, 0};
-  const cmsis_nn_dims in = nhwc(a.x);
-  const cmsis_nn_dims filter{1, a.kernel_h, a.kernel_w, 1};
-  const cmsis_nn_dims out = nhwc(a.y);
-  const arm_cmsis_nn_status s =
-      arm_max_pool_s16(&c, &pp, &in, ctx.in<const int16_t>(0), &filter, &out, ctx.out<int16_t>(0));
-  if (s != ARM_CMSIS_NN_SUCCESS) portable::kMaxPool2dS16.run(ctx);
+  pool_run<int16_t>(ctx, portable::kMaxPool2dS16, arm_max_pool_s16, 0);
 }
 
 Error avg_pool_check(const OpContext& ctx) { return portable::kAvgPool2dS16.check(ctx); }
 
 void avg_pool_run(const OpContext& ctx) {
-  const QuantPool2dArgs& a = ctx.args<QuantPool2dArgs>();
-  const cmsis_nn_dims in = nhwc(a.x);
-  const cmsis_nn_dims out = nhwc(a.y);
-  const int32_t need = arm_avgpool_s16_get_buffer_size(out.w, in.c);
-  if (!windows_non_empty(a) || need > int32_t(kAvgPoolChannels * sizeof(int32_t))) {
-    portable::kAvgPool2dS16.run(ctx);
-    return;
-  }
-  int32_t acc[kAvgPoolChannels];
-  const cmsis_nn_context c{need > 0 ? acc : nullptr, need};
-  const cmsis_nn_pool_params pp = pool_params(a);
-  const cmsis_nn_dims filter{1, a.kernel_h, a.kernel_w, 1};
-  const arm_cmsis_nn_status s =
-      arm_avgpool_s16(&c, &pp, &in, ctx.in<const int16_t>(0), &filter, &out, ctx.out<int16_t>(0));
-  if (s != ARM_CMSIS_NN_SUCCESS) portable::kAvgPool2dS16.run(ctx);
+  const auto& a = ctx.args<QuantPool2dArgs>();
+  pool_run<int16_t>(ctx, portable::kAvgPool2dS16, arm_avgpool_s16, arm_avgpool_s16_get_buffer_size(a.y[2], a.x[3]));
 }
 
 }  // namespace
