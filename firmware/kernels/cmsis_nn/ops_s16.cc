@@ -54,16 +54,8 @@ void conv2d_run(const OpContext& ctx) {
 }
 
 Error depthwise_check(const OpContext& ctx) {
-  TMCU_TRY(portable::kDepthwiseConv2dS16.check(ctx));
-  const auto& a = ctx.args<schema::QuantConv2dArgs>();
-  TMCU_CHECK(shapes_fit(a), Error::InvalidOp);
-  const cmsis_nn_dw_conv_params p = dw_params(a);
-  const cmsis_nn_dims in = nhwc(a.x);
-  const cmsis_nn_dims filter = nhwc(a.w);
-  const cmsis_nn_dims out = nhwc(a.y);
-  const int32_t need = arm_depthwise_conv_wrapper_s16_get_buffer_size(&p, &in, &filter, &out);
-  TMCU_CHECK(need <= 0 || scratch(ctx, kConvScratch).size >= need, Error::InvalidOp);
-  return Error::Ok;
+  return conv_check<cmsis_nn_dw_conv_params>(ctx, portable::kDepthwiseConv2dS16, dw_params,
+                                             arm_depthwise_conv_wrapper_s16_get_buffer_size);
 }
 
 void depthwise_run(const OpContext& ctx) {
