@@ -394,11 +394,16 @@ def max_pool2d(x: np.ndarray, kernel, stride, pad=(0, 0), *, act_min: int = -128
                act_max: int = 127, out_hw=None) -> np.ndarray:
     """max_pool2d_s8 (TFLite's int8 MaxPool, CMSIS-NN's arm_max_pool_s8): max
     over the in-bounds taps, clamped. A window without any is act_min."""
+    return _max_pool_int(x, kernel, stride, pad, act_min, act_max, out_hw).astype(np.int8)
+
+
+def _max_pool_int(x, kernel, stride, pad, act_min: int, act_max: int, out_hw) -> np.ndarray:
+    """Max pools on integers (int8, int16), in int64."""
     x = np.asarray(x, dtype=np.int64)
     best = None
     for _, _, view in _windows(x, kernel[0], kernel[1], stride, pad, (1, 1), out_hw, -1 << 40):
         best = view if best is None else np.maximum(best, view)
-    return np.clip(best, act_min, act_max).astype(np.int8)
+    return np.clip(best, act_min, act_max)
 
 
 def avg_pool2d(x: np.ndarray, kernel, stride, pad=(0, 0), *, act_min: int = -128,
@@ -407,6 +412,11 @@ def avg_pool2d(x: np.ndarray, kernel, stride, pad=(0, 0), *, act_min: int = -128
     sum of the in-bounds taps / their count, rounding half away from zero
     ((sum +- count/2) / count, C division), clamped. A window without any
     in-bounds tap gives clamp(0)."""
+    return _avg_pool_int(x, kernel, stride, pad, act_min, act_max, out_hw).astype(np.int8)
+
+
+def _avg_pool_int(x, kernel, stride, pad, act_min: int, act_max: int, out_hw) -> np.ndarray:
+    """Average pools on integers (int8, int16), in int64."""
     x = np.asarray(x, dtype=np.int64)
     ones = np.ones(x.shape[:3] + (1,), dtype=np.int64)
     total = count = None
@@ -419,7 +429,7 @@ def avg_pool2d(x: np.ndarray, kernel, stride, pad=(0, 0), *, act_min: int = -128
     div = np.maximum(count, 1)
     num = np.where(total > 0, total + half, total - half)
     avg = np.sign(num) * (np.abs(num) // div)  # C division truncates toward zero
-    return np.clip(avg, act_min, act_max).astype(np.int8)
+    return np.clip(avg, act_min, act_max)
 
 
 # -------------------------------------------------------------------- softmax
@@ -649,28 +659,13 @@ def mul_s16(a: np.ndarray, b: np.ndarray, p: dict) -> np.ndarray:
 def max_pool2d_s16(x, kernel, stride, pad=(0, 0), *, act_min: int = INT16_MIN, act_max: int = INT16_MAX,
                    out_hw=None) -> np.ndarray:
     """max_pool2d_s16 (arm_max_pool_s16): max_pool2d on int16 values."""
-    x = np.asarray(x, dtype=np.int64)
-    best = None
-    for _, _, view in _windows(x, kernel[0], kernel[1], stride, pad, (1, 1), out_hw, -1 << 40):
-        best = view if best is None else np.maximum(best, view)
-    return np.clip(best, act_min, act_max).astype(np.int16)
+    return _max_pool_int(x, kernel, stride, pad, act_min, act_max, out_hw).astype(np.int16)
 
 
 def avg_pool2d_s16(x, kernel, stride, pad=(0, 0), *, act_min: int = INT16_MIN, act_max: int = INT16_MAX,
                    out_hw=None) -> np.ndarray:
     """avg_pool2d_s16 (arm_avgpool_s16): avg_pool2d's rounding on int16 values."""
-    x = np.asarray(x, dtype=np.int64)
-    ones = np.ones(x.shape[:3] + (1,), dtype=np.int64)
-    total = count = None
-    taps = zip(_windows(x, kernel[0], kernel[1], stride, pad, (1, 1), out_hw, 0),
-               _windows(ones, kernel[0], kernel[1], stride, pad, (1, 1), out_hw, 0))
-    for (_, _, xv), (_, _, cv) in taps:
-        total = xv if total is None else total + xv
-        count = cv if count is None else count + cv
-    half = count // 2
-    num = np.where(total > 0, total + half, total - half)
-    avg = np.sign(num) * (np.abs(num) // np.maximum(count, 1))
-    return np.clip(avg, act_min, act_max).astype(np.int16)
+    return _avg_pool_int(x, kernel, stride, pad, act_min, act_max, out_hw).astype(np.int16)
 
 
 def gen_lut_s16(fn: Callable[[np.ndarray], np.ndarray], input_min: float, input_max: float,
