@@ -35,14 +35,12 @@ import math
 import os
 import re
 import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .boards import Board, load_board
-from .sim import RUNNERS, IoBlobTooLarge, SimResult, SimulatorNotFound
+from .sim import RUNNERS, IoBlobTooLarge, SimResult, SimulatorNotFound, run_with_blob
 
 __all__ = [
     "FVP_DIR_ENV",
@@ -211,30 +209,16 @@ class FvpRunner:
             raise SimulatorNotFound(
                 f"{b.fvp_model} not found in ${FVP_DIR_ENV} or on PATH; install Arm's Corstone ecosystem FVP "
                 f"and set {FVP_DIR_ENV} to its directory")
-        elf = Path(elf_path)
+        elf = Path(elf_path).resolve()  # the simulator runs in a temporary directory
         if not elf.is_file():
             raise FileNotFoundError(f"firmware image {elf} does not exist")
         if io_blob is not None and len(io_blob) > b.io_size:
             raise IoBlobTooLarge(f"io blob is {len(io_blob)} bytes but board {b.name!r} has an io window of "
                                  f"{b.io_size} bytes at 0x{b.io_base:08x}")
-        with tempfile.TemporaryDirectory(prefix="tmcu-fvp-") as tmp:
-            blob_path = None
-            if io_blob:
-                blob_path = Path(tmp) / "io.bin"
-                blob_path.write_bytes(io_blob)
-            cmd = command(b, exe, elf, blob_path, timeout_s)
-            # --timelimit stops the model; the host-side limit is the backstop.
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    cwd=tmp)
-            killed = False
-            try:
-                out, err = proc.communicate(timeout=timeout_s + 30)
-            except subprocess.TimeoutExpired:
-                killed = True
-                proc.kill()
-                out, err = proc.communicate()
-        return result_from_output(cmd, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                                  proc.returncode, killed)
+        # --timelimit stops the model; the host-side limit is the backstop.
+        cmd, out, err, code, killed = run_with_blob(
+            "tmcu-fvp-", io_blob, lambda blob: command(b, exe, elf, blob, timeout_s), timeout_s + 30)
+        return result_from_output(cmd, out, err, code, killed)
 
 
 RUNNERS["fvp"] = FvpRunner()  # torchmcu.sim's registry: `torchmcu run --sim fvp`

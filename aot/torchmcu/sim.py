@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -84,6 +85,31 @@ class Runner(Protocol):
     ) -> SimResult: ...
 
 
+def run_with_blob(prefix: str, io_blob: bytes | None, command: Callable[[Path | None], list[str]],
+                  timeout_s: float, env: dict[str, str] | None = None) -> tuple[list[str], str, str, int, bool]:
+    """Runs a simulator in a fresh temporary directory (its working
+    directory): a non-empty io blob is written there as io.bin first (an
+    empty blob is no blob: QEMU's loader rejects empty files), the command
+    gets its path (or None), no stdin, and `timeout_s` seconds before it is
+    killed. Returns (command, stdout, stderr, exit status, timed out)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        blob_path = None
+        if io_blob:
+            blob_path = Path(tmp) / "io.bin"
+            blob_path.write_bytes(io_blob)
+        cmd = command(blob_path)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=tmp, env=env)
+        timed_out = False
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            proc.kill()
+            out, err = proc.communicate()
+    return cmd, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"), proc.returncode, timed_out
+
+
 def _check_io_blob(board: Board, io_blob: bytes | None) -> None:
     if io_blob is not None and len(io_blob) > board.io_size:
         raise IoBlobTooLarge(
@@ -142,33 +168,13 @@ class QemuRunner:
         timeout_s: float = 60,
     ) -> SimResult:
         board = load_board(board) if not isinstance(board, Board) else board
-        elf_path = Path(elf_path)
+        elf_path = Path(elf_path).resolve()  # the simulator runs in a temporary directory
         if not elf_path.is_file():
             raise FileNotFoundError(f"firmware image {elf_path} does not exist")
         _check_io_blob(board, io_blob)
-        with tempfile.TemporaryDirectory(prefix="tmcu-sim-") as tmp:
-            blob_path = None
-            # QEMU's loader rejects an empty file; an empty blob is simply no blob.
-            if io_blob:
-                blob_path = Path(tmp) / "io.bin"
-                blob_path.write_bytes(io_blob)
-            cmd = self.command(board, elf_path, blob_path)
-            proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            timed_out = False
-            try:
-                out, err = proc.communicate(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                proc.kill()
-                out, err = proc.communicate()
-        return SimResult(
-            stdout=out.decode("utf-8", errors="replace"),
-            exit_code=proc.returncode,
-            timed_out=timed_out,
-            command=cmd,
-            stderr=err.decode("utf-8", errors="replace"),
-        )
+        cmd, out, err, code, timed_out = run_with_blob(
+            "tmcu-sim-", io_blob, lambda blob: self.command(board, elf_path, blob), timeout_s)
+        return SimResult(stdout=out, exit_code=code, timed_out=timed_out, command=cmd, stderr=err)
 
 
 RUNNERS: dict[str, Runner] = {"qemu": QemuRunner()}

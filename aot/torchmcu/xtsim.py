@@ -22,8 +22,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +29,7 @@ from typing import Any
 
 from .boards import Board, load_board
 from .errors import BuildError
-from .sim import RUNNERS, IoBlobTooLarge, SimResult, SimulatorNotFound
+from .sim import RUNNERS, IoBlobTooLarge, SimResult, SimulatorNotFound, run_with_blob
 
 __all__ = ["XtRun", "XtRunner", "command", "parse_cycles", "result_from_output"]
 
@@ -120,30 +118,16 @@ class XtRunner:
         if not tools.run.is_file():
             raise SimulatorNotFound(f"{tools.run} not found: install Cadence's Xtensa tools and set "
                                     "XTENSA_TOOLCHAIN_PATH to their XtensaTools directory")
-        elf = Path(elf_path)
+        elf = Path(elf_path).resolve()  # the simulator runs in a temporary directory
         if not elf.is_file():
             raise FileNotFoundError(f"firmware image {elf} does not exist")
         if io_blob is not None and len(io_blob) > b.io_size:
             raise IoBlobTooLarge(f"io blob is {len(io_blob)} bytes but board {b.name!r} reads at most "
                                  f"{b.io_size} bytes")
-        with tempfile.TemporaryDirectory(prefix="tmcu-xtrun-") as tmp:
-            blob_path = None
-            if io_blob:
-                blob_path = Path(tmp) / "io.bin"
-                blob_path.write_bytes(io_blob)
-            cmd = command(tools, elf, blob_path)
-            env = {**os.environ, **(self.env or {})}
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    cwd=tmp, env=env)
-            timed_out = False
-            try:
-                out, err = proc.communicate(timeout=max(1, math.ceil(timeout_s)))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                proc.kill()
-                out, err = proc.communicate()
-        return result_from_output(cmd, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                                  proc.returncode, timed_out)
+        cmd, out, err, code, timed_out = run_with_blob(
+            "tmcu-xtrun-", io_blob, lambda blob: command(tools, elf, blob), max(1, math.ceil(timeout_s)),
+            env={**os.environ, **(self.env or {})})
+        return result_from_output(cmd, out, err, code, timed_out)
 
 
 RUNNERS["xt-run"] = XtRunner()  # torchmcu.sim's registry
