@@ -437,18 +437,6 @@ class _Exporter:
         self.with_clamp(lambda o: self.w.add_op("FULLY_CONNECTED", [ins[0], wq, b], [o], self._fc_opts(op, act)),
                         out, bounds, "int16")
 
-    def op_add_s16(self, index, op, p, ins, out):
-        self._binary(index, op, p, ins, out, "ADD", True)
-
-    def op_mul_s16(self, index, op, p, ins, out):
-        self._binary(index, op, p, ins, out, "MUL", True)
-
-    def op_max_pool2d_s16(self, index, op, p, ins, out):
-        self._pool(index, op, p, ins, out, "MAX_POOL_2D", True)
-
-    def op_avg_pool2d_s16(self, index, op, p, ins, out):
-        self._pool(index, op, p, ins, out, "AVERAGE_POOL_2D", True)
-
     def op_quantize_s16(self, index, op, p, ins, out):
         self.w.add_op("QUANTIZE", [ins[0]], [out])
 
@@ -557,6 +545,12 @@ class _Exporter:
 
     def op_avg_pool2d_s8(self, index, op, p, ins, out):
         self._pool(index, op, p, ins, out, "AVERAGE_POOL_2D", True)
+
+    # int16x8: the same TFLite ops on int16 tensors (_int_dtype, the pools' quantization).
+    op_add_s16 = op_add_s8
+    op_mul_s16 = op_mul_s8
+    op_max_pool2d_s16 = op_max_pool2d_s8
+    op_avg_pool2d_s16 = op_avg_pool2d_s8
 
     def op_max_pool2d_f32(self, index, op, p, ins, out):
         self._pool(index, op, p, ins, out, "MAX_POOL_2D", False)
