@@ -12,7 +12,8 @@ STAMP := $(VENV)/.installed
 
 # torch first and pinned: pip then takes the local CPU wheel, never a newer build.
 PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest scikit-learn tflite-micro tflite matplotlib \
-	xmlschema cmsis-pack-manager cmake ninja pyserial pyyaml ethos-u-vela jsonschema ml-dtypes semver
+	xmlschema cmsis-pack-manager cmake ninja pyserial pyyaml ethos-u-vela jsonschema ml-dtypes semver \
+	pytest-xdist
 # tosa-tools pins numpy<2.2 and an old flatbuffers; it runs with the numpy above,
 # so it goes in without its pins (its other dependencies are listed above).
 PIP_NODEPS := tosa-tools
@@ -36,8 +37,9 @@ demo: setup
 	$(PY) examples/digits_demo.py --quant int8
 
 # pytest exits 5 when it collected no tests: a suite that runs nothing fails.
+# The tests run on every core (pytest-xdist); PYTEST_ARGS adds to the command.
 test: setup
-	@$(PY) -m pytest -q $(PYTEST_ARGS); status=$$?; \
+	@$(PY) -m pytest -q -n auto $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
 
@@ -54,7 +56,7 @@ fuzz: setup
 # The runtime as a CMSIS-Pack (file lists from the tree, metadata from
 # cmsis-pack/torchmcu.pdsc.in); PACK_URL is where it will be published.
 pack: setup
-	$(PY) -m torchmcu.pack -o build/pack $(if $(PACK_URL),--url $(PACK_URL))
+	$(PY) -m torchmcu.export.pack -o build/pack $(if $(PACK_URL),--url $(PACK_URL))
 
 clean:
 	rm -rf build .pytest_cache

@@ -25,11 +25,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples"))
 
 import mlperf_tiny as mt  # noqa: E402
-
 from torchmcu import reference as ref  # noqa: E402
-from torchmcu import runner  # noqa: E402
-from torchmcu.build import build_firmware, elf_size  # noqa: E402
+from torchmcu.builder.firmware import build_firmware  # noqa: E402
+from torchmcu.builder.size import elf_size  # noqa: E402
 from torchmcu.compiler import compile  # noqa: E402
+from torchmcu.sim import runner  # noqa: E402
 
 
 def sqnr_db(signal: np.ndarray, approx: np.ndarray) -> float:

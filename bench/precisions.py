@@ -30,10 +30,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import mlperf_tiny as mt  # noqa: E402
 from measure import sqnr_db  # noqa: E402
-
-from torchmcu import runner  # noqa: E402
-from torchmcu.build import build_firmware  # noqa: E402
+from torchmcu.builder.firmware import build_firmware  # noqa: E402
 from torchmcu.compiler import compile  # noqa: E402
+from torchmcu.sim import runner  # noqa: E402
 
 SCHEMES = ("int8", "int4", "a16w8")
 

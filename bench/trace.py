@@ -46,9 +46,8 @@ def symbols(elf: Path) -> tuple[list[int], list[str]]:
 def trace(build_dir: Path, inputs: list[np.ndarray]) -> list[int]:
     """The address of every instruction the firmware executed, in order."""
     sys.path.insert(0, str(REPO / "aot"))
-    from torchmcu import runner
     from torchmcu.boards import load_board
-    from torchmcu.sim import QemuRunner
+    from torchmcu.sim import QemuRunner, runner
 
     meta = runner.load_meta(build_dir)
     board = load_board(meta["board"])

@@ -31,7 +31,7 @@ include_guard(GLOBAL)
 
 set_property(GLOBAL PROPERTY TORCHMCU_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}")
 
-# The flags torchmcu's own builds use (aot/torchmcu/build.py), less -Werror: a
+# The flags torchmcu's own builds use (aot/torchmcu/sources.py), less -Werror: a
 # newer compiler's warnings must not break a user's build.
 function(_torchmcu_flags target)
   target_compile_features(${target} PUBLIC cxx_std_17)

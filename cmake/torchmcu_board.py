@@ -39,7 +39,7 @@ def main() -> int:
     try:
         from torchmcu.boards import linker_script, load_board
         from torchmcu.errors import TorchMCUError
-        from torchmcu.pack import board_linker_script
+        from torchmcu.export.pack import board_linker_script
     except ImportError as e:
         print(f"{sys.executable} cannot import torchmcu ({e}); pass PYTHON <a Python with torchmcu installed> "
               "or set TORCHMCU_PYTHON", file=sys.stderr)

@@ -13,16 +13,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import digits  # noqa: E402
-
-from torchmcu import runner  # noqa: E402
-from torchmcu.build import build_firmware, elf_size  # noqa: E402
+from torchmcu.builder.firmware import build_firmware  # noqa: E402
+from torchmcu.builder.size import elf_size  # noqa: E402
 from torchmcu.compiler import compile  # noqa: E402
+from torchmcu.sim import runner  # noqa: E402
 
 
 def step(msg: str) -> None:

@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
-
 from _kernel_lib import ARM_FLAGS, HOST_WARN_FLAGS, KERNEL_DIR, _Buffer  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]

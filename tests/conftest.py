@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from torchmcu import runner
-from torchmcu.build import build_host_runner
+from torchmcu.builder.host import build_host_runner
 from torchmcu.compiler import compile
+from torchmcu.sim import runner
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -25,15 +25,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
 from conftest import needs_arm_gcc, needs_qemu
-from torchmcu import cli, runner, serialize
-from torchmcu.arduino import ArduinoExportError, export_arduino
+from torch import nn
+from torchmcu import cli
 from torchmcu.boards import board_sources, linker_script, load_board
-from torchmcu.build import CFLAGS, CXXFLAGS, FIRMWARE
 from torchmcu.compiler import compile
-from torchmcu.sim import run_qemu
+from torchmcu.export.arduino import ArduinoExportError, export_arduino
+from torchmcu.program.kernel_table import kernel_symbol
+from torchmcu.sim import run_qemu, runner
+from torchmcu.sources import CFLAGS, CXXFLAGS, FIRMWARE
 
 BOARD = "mps2-an386"
 M0PLUS = ["-mcpu=cortex-m0plus", "-mthumb"]
@@ -187,9 +187,9 @@ def test_src_has_exactly_the_kernels_the_model_uses(models: dict[str, Path], lib
     defined = set()
     for p in kernels_dir.glob("*.cpp"):
         defined |= set(re.findall(r"^const Kernel (k\w+) =", p.read_text(), re.MULTILINE))
-    assert defined == {serialize.kernel_symbol(c) for c in codes}
+    assert defined == {kernel_symbol(c) for c in codes}
     table = (lib / "src" / "model" / "kernel_table.cpp").read_text()
-    assert sorted(re.findall(r"&portable::(k\w+),", table)) == sorted(serialize.kernel_symbol(c) for c in codes)
+    assert sorted(re.findall(r"&portable::(k\w+),", table)) == sorted(kernel_symbol(c) for c in codes)
     manifest = json.loads((lib / "extras" / "torchmcu.json").read_text())
     assert manifest["kernel_files"] == sources and manifest["op_codes"] == codes
 
@@ -360,7 +360,7 @@ def test_sketch_serves_run_device(models: dict[str, Path], libraries: dict[str, 
     import tty
 
     pytest.importorskip("serial", reason="pyserial not installed (make setup installs it)")
-    from torchmcu.serial_device import run_device
+    from torchmcu.sim.serial import run_device
 
     lib, mdir = libraries["float32"], models["float32"]
     fake = tmp_path / "core"

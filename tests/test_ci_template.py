@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 import torch
 import yaml
-
 from conftest import needs_arm_gcc, needs_qemu
 from torchmcu.cli import make_parser
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import REPO, needs_arm_gcc, needs_qemu
 
 TORCHMCU = [sys.executable, "-m", "torchmcu.cli"]
@@ -80,7 +79,7 @@ def test_check_fails_naming_the_element(compiled: Path, tmp_path: Path) -> None:
     PyTorch: --check exits non-zero and names the first differing element."""
     import shutil
 
-    from torchmcu import schema
+    from torchmcu.program import schema
 
     bad = tmp_path / "bad"
     shutil.copytree(compiled, bad)

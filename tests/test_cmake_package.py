@@ -17,9 +17,14 @@ import pytest
 import torch
 from conftest import REPO, needs_arm_gcc, needs_qemu
 from torch import nn
-from torchmcu import build, runner, serialize
+from torchmcu import sources as build
+from torchmcu.backends.cmsis_nn.build import CMSIS_NN_ENV
 from torchmcu.boards import board_sources, load_board
+from torchmcu.builder import kernel_table
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.builder.size import elf_size
 from torchmcu.compiler import compile
+from torchmcu.sim import runner
 
 # `make setup` installs cmake and ninja into the venv (PIP_PACKAGES); a system one serves too.
 _VENV_BIN = Path(sys.executable).parent
@@ -210,7 +215,7 @@ def test_cortex_m_build_through_the_package_runs_in_qemu(prefix: Path, app: Path
     info = _check_outputs(model, res.stdout, samples)
     assert len(info["sample_ticks"]) == len(samples) and min(info["sample_ticks"]) > 0
     # Linked as `torchmcu build` links it: the same sections, within a few percent of its code.
-    ours, theirs = build.elf_size(elf), build.elf_size(build.build_firmware(model, jobs=2))
+    ours, theirs = elf_size(elf), elf_size(build_firmware(model, jobs=2))
     assert abs(ours.text - theirs.text) <= 0.05 * theirs.text, (ours, theirs)
 
 
@@ -234,13 +239,13 @@ def test_a_model_not_compiled_is_named(prefix: Path, app: Path, tmp_path: Path) 
 
 @needs_arm_gcc
 @needs_qemu
-@pytest.mark.skipif(not os.environ.get(build.CMSIS_NN_ENV),
-                    reason=f"{build.CMSIS_NN_ENV} is not set: point it at a CMSIS-NN checkout to build "
+@pytest.mark.skipif(not os.environ.get(CMSIS_NN_ENV),
+                    reason=f"{CMSIS_NN_ENV} is not set: point it at a CMSIS-NN checkout to build "
                            "torchmcu::cmsis_nn")
 def test_cmsis_nn_kernels_through_the_package(prefix: Path, app: Path, model: Path, tmp_path: Path) -> None:
     codes = [line.strip() for line in (model / "kernels.txt").read_text().splitlines() if line.strip()]
     table = tmp_path / "kernel_table_cmsis_nn.cc"
-    table.write_text(serialize.kernel_table_source(codes, "cmsis-nn"))
+    table.write_text(kernel_table.kernel_table_source(codes, "cmsis-nn"))
     assert "cmsis_nn::" in table.read_text()
     proc = _configure(app, tmp_path / "b", *_arm_defs(prefix, BOARD, model, f"-DKERNEL_TABLE={table}"))
     assert proc.returncode == 0, proc.stdout + proc.stderr

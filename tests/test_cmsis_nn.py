@@ -1,6 +1,6 @@
 """The CMSIS-NN kernel set (firmware/kernels/cmsis_nn/, `torchmcu build
 --kernels cmsis-nn`) and the scratch memory the compiler plans for it
-(aot/torchmcu/cmsis_nn.py).
+(aot/torchmcu/backends/cmsis_nn/scratch.py).
 
 CMSIS-NN is not part of torchmcu: the tests that build against it need
 TORCHMCU_CMSIS_NN_DIR (the root of a CMSIS-NN checkout) and skip without it.
@@ -24,17 +24,19 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from conftest import REPO, needs_arm_gcc, needs_qemu
 from test_ops_host import Fn
 from test_quant import CASES, calib
-from torchmcu import runner, serialize
+from torch import nn
+from torchmcu.backends.cmsis_nn.build import CMSIS_NN_ENV, cmsis_nn_dir
+from torchmcu.backends.cmsis_nn.scratch import ISAS, buffer_size, scratch_bytes
 from torchmcu.boards import load_board
-from torchmcu.build import CMSIS_NN_ENV, build_firmware, cmsis_nn_dir, kernel_set
-from torchmcu.cmsis_nn import ISAS, buffer_size, scratch_bytes
+from torchmcu.builder import kernel_table
+from torchmcu.builder.firmware import build_firmware, kernel_set
 from torchmcu.compiler import choose_arena_memory, choose_program_memory, compile
 from torchmcu.errors import BuildError
+from torchmcu.program import serialize
+from torchmcu.sim import runner
 
 needs_cmsis_nn = pytest.mark.skipif(
     not os.environ.get(CMSIS_NN_ENV),
@@ -142,9 +144,9 @@ def test_cmsis_nn_build_without_the_env_var_names_it(tmp_path: Path, monkeypatch
 
 def test_kernel_table_default_is_unchanged_and_cmsis_nn_overrides_its_ops() -> None:
     codes = ["QUANTIZE_S8", "CONV2D_S8", "LUT_S8", "LINEAR_S8"]
-    portable = serialize.kernel_table_source(codes)
+    portable = kernel_table.kernel_table_source(codes)
     assert "cmsis_nn" not in portable and "&portable::kConv2dS8," in portable
-    table = serialize.kernel_table_source(codes, "cmsis-nn")
+    table = kernel_table.kernel_table_source(codes, "cmsis-nn")
     assert "&cmsis_nn::kConv2dS8," in table and "&cmsis_nn::kLinearS8," in table
     assert "&portable::kQuantizeS8," in table and "&portable::kLutS8," in table
     assert '#include "kernels/cmsis_nn/kernels.h"' in table
@@ -339,7 +341,7 @@ def test_cmsis_nn_bit_exact_in_qemu(board: str, name: str, compiled, board_dir) 
     retarget(src, out, board)
     build_firmware(out, kernels="cmsis-nn")
     used = kernel_set(out)
-    assert all(used[c] == "cmsis-nn" for c in used if c in serialize.available_kernels("cmsis-nn")), used
+    assert all(used[c] == "cmsis-nn" for c in used if c in kernel_table.available_kernels("cmsis-nn")), used
     batch = [np.stack([s[i] for s in samples]) for i in range(len(samples[0]))]
     res = runner.run(out, batch, sim="qemu")
     assert res.exit_code == 0, res.raw[-1500:]

@@ -1,4 +1,4 @@
-"""The CMSIS-Pack (`make pack`, torchmcu.pack) and `torchmcu deps cmsis-nn`.
+"""The CMSIS-Pack (`make pack`, torchmcu.export.pack) and `torchmcu deps cmsis-nn`.
 
 The pack's description validates against the Open-CMSIS-Pack schema (found at
 <repo>/../shared/schemas/PACK.xsd; the validation skips without it), lists
@@ -29,8 +29,14 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 from conftest import REPO, needs_arm_gcc, needs_qemu
-from torchmcu import __version__, build, pack, runner
+from torchmcu import __version__
+from torchmcu import sources as build
+from torchmcu.backends.cmsis_nn import build as cmsis_build
+from torchmcu.backends.cmsis_nn.build import CMSIS_NN_ENV
+from torchmcu.backends.ethos_u.build import DELEGATE_SOURCES, ETHOSU_DRIVER_ENV
 from torchmcu.boards import board_sources, list_boards, load_board
+from torchmcu.export import pack
+from torchmcu.sim import runner
 
 SCHEMA = REPO.parent / "shared" / "schemas" / "PACK.xsd"
 needs_schema = pytest.mark.skipif(not SCHEMA.is_file(), reason=f"the Open-CMSIS-Pack schema is not at {SCHEMA}")
@@ -72,7 +78,7 @@ def test_pdsc_validates_against_the_pack_schema(built) -> None:
 
 
 def test_pack_lists_every_runtime_source(built) -> None:
-    """Everything torchmcu's own builds compile (aot/torchmcu/build.py: the
+    """Everything torchmcu's own builds compile (aot/torchmcu/sources.py: the
     runtime, the board support, the Ethos-U delegate and its NPU board
     support), the CMSIS-NN kernels, and every file under firmware/core,
     firmware/kernels, firmware/include and firmware/delegates/ethos_u (less its
@@ -83,7 +89,7 @@ def test_pack_lists_every_runtime_source(built) -> None:
     expected = {rel(p) for p in build.runtime_sources()}
     expected |= {rel(p) for p in (FIRMWARE / "kernels" / "cmsis_nn").glob("*.cc")}
     expected |= {rel(p) for p in board_sources()}
-    expected |= {f"firmware/{s}" for s in build.DELEGATE_SOURCES}
+    expected |= {f"firmware/{s}" for s in DELEGATE_SOURCES}
     for top in ("core", "kernels", "include", "delegates/ethos_u"):
         expected |= {rel(p) for p in (FIRMWARE / top).rglob("*")
                      if p.is_file() and not {"test", "tests"} & set(p.relative_to(FIRMWARE).parts)
@@ -237,8 +243,8 @@ def _driver_pre_include(variant: str, macs: int) -> str:
 
 
 @needs_arm_gcc
-@pytest.mark.skipif(not os.environ.get(build.ETHOSU_DRIVER_ENV),
-                    reason=f"{build.ETHOSU_DRIVER_ENV} is not set: the Ethos-U delegate compiles against the "
+@pytest.mark.skipif(not os.environ.get(ETHOSU_DRIVER_ENV),
+                    reason=f"{ETHOSU_DRIVER_ENV} is not set: the Ethos-U delegate compiles against the "
                            "Ethos-U core driver's headers, which torchmcu does not ship")
 @pytest.mark.parametrize("board", ["corstone-300-u55-128", "corstone-320-u85-256"])
 def test_ethos_u_components_compile_from_the_description(built, board: str, tmp_path: Path) -> None:
@@ -260,7 +266,7 @@ def test_ethos_u_components_compile_from_the_description(built, board: str, tmp_
         pytest.skip(f"this arm-none-eabi-g++ cannot compile for {b.core.cpu} ({board}): {cpu.stderr.splitlines()[0]}")
     arch, macs = b.npu.accelerator.removeprefix("ethos-").split("-")
     variant = next(v for v, (a, _) in DRIVER_VARIANTS.items() if a == arch)
-    driver_inc = Path(os.environ[build.ETHOSU_DRIVER_ENV]) / "include"
+    driver_inc = Path(os.environ[ETHOSU_DRIVER_ENV]) / "include"
     global_h = tmp_path / "Pre_Include_Global.h"
     global_h.write_text(_driver_pre_include(variant, int(macs)))
 
@@ -399,7 +405,7 @@ def test_pack_example_builds_from_the_description_and_runs_in_qemu(built, tmp_pa
 
 
 def _deps(cache: Path, index_url: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != build.CMSIS_NN_ENV}
+    env = {k: v for k, v in os.environ.items() if k != CMSIS_NN_ENV}
     env["TORCHMCU_CACHE_DIR"] = str(cache)
     return subprocess.run([sys.executable, "-m", "torchmcu.cli", "deps", "cmsis-nn", "--index-url", index_url],
                           env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -417,37 +423,37 @@ def test_deps_offline_fails_with_the_manual_alternative(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "could not fetch the ARM::CMSIS-NN pack description" in proc.stderr
     assert "unreachable" in proc.stderr
-    assert f"set {build.CMSIS_NN_ENV} to a CMSIS-NN checkout" in proc.stderr
+    assert f"set {CMSIS_NN_ENV} to a CMSIS-NN checkout" in proc.stderr
     assert not (tmp_path / "cache" / "cmsis-nn.json").exists()
 
 
 def test_builds_fall_back_to_the_cached_pack_only_when_it_is_there(tmp_path: Path, monkeypatch) -> None:
     from torchmcu.errors import BuildError
 
-    monkeypatch.delenv(build.CMSIS_NN_ENV, raising=False)
+    monkeypatch.delenv(CMSIS_NN_ENV, raising=False)
     monkeypatch.setenv("TORCHMCU_CACHE_DIR", str(tmp_path))
     with pytest.raises(BuildError, match=r"torchmcu deps cmsis-nn"):
-        build.cmsis_nn_dir()
+        cmsis_build.cmsis_nn_dir()
     gone = tmp_path / "cmsis-nn" / "9.9.9"
     (tmp_path / "cmsis-nn.json").write_text(json.dumps({"path": str(gone)}))
     with pytest.raises(BuildError):  # a record of a folder since deleted is no CMSIS-NN
-        build.cmsis_nn_dir()
+        cmsis_build.cmsis_nn_dir()
     (gone / "Include").mkdir(parents=True)
     (gone / "Include" / "arm_nnfunctions.h").write_text("")
     (gone / "Source").mkdir()
-    assert build.cmsis_nn_dir() == gone
-    monkeypatch.setenv(build.CMSIS_NN_ENV, str(tmp_path / "elsewhere"))  # the variable wins
+    assert cmsis_build.cmsis_nn_dir() == gone
+    monkeypatch.setenv(CMSIS_NN_ENV, str(tmp_path / "elsewhere"))  # the variable wins
     with pytest.raises(BuildError, match="not a CMSIS-NN checkout"):
-        build.cmsis_nn_dir()
+        cmsis_build.cmsis_nn_dir()
 
 
-@pytest.mark.skipif(not os.environ.get(build.CMSIS_NN_ENV),
-                    reason=f"{build.CMSIS_NN_ENV} is not set: the test packs that CMSIS-NN checkout into a local "
+@pytest.mark.skipif(not os.environ.get(CMSIS_NN_ENV),
+                    reason=f"{CMSIS_NN_ENV} is not set: the test packs that CMSIS-NN checkout into a local "
                            "pack index to fetch from")
 def test_deps_fetches_caches_and_points_builds_at_the_pack(tmp_path: Path, monkeypatch) -> None:
     """A pack index on 127.0.0.1 listing an ARM.CMSIS-NN pack made from the
     checkout; cmsis-pack-manager fetches it; builds then find it."""
-    src = Path(os.environ[build.CMSIS_NN_ENV])
+    src = Path(os.environ[CMSIS_NN_ENV])
     serve = tmp_path / "serve"
     serve.mkdir()
     handler = functools.partial(_QuietHandler, directory=str(serve))
@@ -484,9 +490,9 @@ def test_deps_fetches_caches_and_points_builds_at_the_pack(tmp_path: Path, monke
     assert (fetched / "Include" / "arm_nnfunctions.h").read_bytes() == (src / "Include" / "arm_nnfunctions.h").read_bytes()
     assert len(list((fetched / "Source").rglob("*.c"))) == len(list((src / "Source").rglob("*.c")))
     # Builds use it while the variable is unset.
-    monkeypatch.delenv(build.CMSIS_NN_ENV)
+    monkeypatch.delenv(CMSIS_NN_ENV)
     monkeypatch.setenv("TORCHMCU_CACHE_DIR", str(cache))
-    assert build.cmsis_nn_dir() == fetched
+    assert cmsis_build.cmsis_nn_dir() == fetched
     # Offline again (the server is gone): the cached descriptions and pack serve.
     again = _deps(cache, url + "index.pidx")
     assert again.returncode == 0, again.stdout + again.stderr

@@ -1,4 +1,4 @@
-"""The Ethos-U backend's ahead-of-time half (torchmcu.ethos_u): partitioning,
+"""The Ethos-U backend's ahead-of-time half (torchmcu.backends.ethos_u): partitioning,
 TOSA lowering checked bit for bit by tosa_reference_model against the
 project's reference, Vela's command streams and estimates, the delegate
 blob, and CPU fallbacks with their reasons.
@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-ethos_u = pytest.importorskip("torchmcu.ethos_u")
+ethos_u = pytest.importorskip("torchmcu.backends.ethos_u")
 pytestmark = pytest.mark.skipif(not ethos_u.available(),
                                 reason="needs the tosa-tools and ethos-u-vela packages (make setup installs them)")
 
 from torchmcu import boards as B
 from torchmcu import reference as ref
-from torchmcu.ethos_u import blob, numerics, tosa_lower, vela
-from torchmcu.layout import PGraph, POp, PTensor
+from torchmcu.backends.ethos_u import blob, numerics, tosa_lower, vela
+from torchmcu.ir import PGraph, POp, PTensor
 
 MODELS = ["ds_cnn", "mobilenet_v1", "mobilenet_v2"]
 CPU_ONLY = {"QUANTIZE_S8", "SOFTMAX_S8", "DEQUANTIZE_S8"}  # float edges and int8 softmax
@@ -39,10 +39,9 @@ def _program_graph(name: str) -> tuple[PGraph, list[list[np.ndarray]]]:
         import mlperf_tiny as mt
     finally:
         sys.path.remove(str(REPO / "examples"))
-    from torchmcu.capture import capture
-    from torchmcu.layout import to_program_graph
-    from torchmcu.lower import lower
-    from torchmcu.quantize import quantize
+    from torchmcu.frontend.capture import capture
+    from torchmcu.frontend.quantize import quantize
+    from torchmcu.passes import lower, to_program_graph
 
     model, example = getattr(mt, f"make_{name}")()
     q = quantize(model, example, None, progress=False)

@@ -25,18 +25,22 @@ import numpy as np
 import pytest
 from conftest import REPO, needs_arm_gcc
 
-ethos_u = pytest.importorskip("torchmcu.ethos_u")
+ethos_u = pytest.importorskip("torchmcu.backends.ethos_u")
 pytestmark = pytest.mark.skipif(not ethos_u.available(),
                                 reason="needs the tosa-tools and ethos-u-vela packages (make setup installs them)")
 
 from torchmcu import boards as B
-from torchmcu import fvp, runner, schema, serialize
 from torchmcu import plan as P
-from torchmcu.build import ETHOSU_DRIVER_ENV, build_firmware, build_host_runner
+from torchmcu.backends.ethos_u.build import ETHOSU_DRIVER_ENV
+from torchmcu.builder import kernel_table
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.builder.host import build_host_runner
 from torchmcu.compiler import compile
 from torchmcu.errors import BuildError, CompileError
-from torchmcu.interpret import run_reference
-from torchmcu.layout import PGraph, POp, PTensor
+from torchmcu.ir import PGraph, POp, PTensor
+from torchmcu.program import schema, serialize
+from torchmcu.program.interpret import run_reference
+from torchmcu.sim import fvp, runner
 
 sys.path.insert(0, str(REPO / "examples"))
 import mlperf_tiny as mt
@@ -177,11 +181,11 @@ def test_planner_keeps_npu_operands_in_memories_the_npu_reaches() -> None:
 
 
 def test_kernel_table_names_the_delegate_only_when_used() -> None:
-    plain = serialize.kernel_table_source(["QUANTIZE_S8", "SOFTMAX_S8"])
+    plain = kernel_table.kernel_table_source(["QUANTIZE_S8", "SOFTMAX_S8"])
     assert "ethos_u" not in plain
-    table = serialize.kernel_table_source(["QUANTIZE_S8", "ETHOS_U"])
+    table = kernel_table.kernel_table_source(["QUANTIZE_S8", "ETHOS_U"])
     assert '#include "delegates/ethos_u/kernels.h"' in table and "/* 35 ETHOS_U */ &ethos_u::kEthosU," in table
-    assert "ETHOS_U" not in serialize.available_kernels()  # the host runner's table: nullptr
+    assert "ETHOS_U" not in kernel_table.available_kernels()  # the host runner's table: nullptr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,12 +332,12 @@ extern "C" int tmcu_delegate_take_sample(tmcu_delegate_sample* out) {
 
 def test_profile_prints_the_delegate_measurement_as_fvp_parses_it(ds_cnn: Path, tmp_path: Path) -> None:
     """The app prints a delegate's measurement after the op that made it, in
-    the line torchmcu.fvp.parse_npu reads (the FVP transcripts are hand-written)."""
-    from torchmcu import build
+    the line torchmcu.sim.fvp.parse_npu reads (the FVP transcripts are hand-written)."""
+    from torchmcu.builder import firmware as build
 
     fw = build.FIRMWARE
     (tmp_path / "sample.cc").write_text(_SAMPLE)
-    (tmp_path / "table.cc").write_text(serialize.kernel_table_source([*serialize.available_kernels(), "ETHOS_U"]))
+    (tmp_path / "table.cc").write_text(kernel_table.kernel_table_source([*kernel_table.available_kernels(), "ETHOS_U"]))
     exe = tmp_path / "host"
     defines = [f"-D{k}={v}" for k, v in B.load_board(BOARD).npu.defines.items()]
     sources = [*build.runtime_sources(), fw / "host" / "main_host.cc", fw / "host" / "platform_host.cc",

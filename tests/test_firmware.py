@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
 from conftest import REPO, needs_arm_gcc, needs_qemu
-from torchmcu import runner
-from torchmcu.build import build_firmware, elf_size
+from torch import nn
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.builder.size import elf_size
 from torchmcu.compiler import compile
+from torchmcu.sim import runner
 
 pytestmark = [needs_qemu, needs_arm_gcc]
 

@@ -19,7 +19,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from torchmcu import fuzz
 
 SECONDS = int(os.environ.get("TORCHMCU_FUZZ_SECONDS", "60"))

@@ -8,8 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from torchmcu.runner import io_blob
+from torchmcu.sim.runner import io_blob
 
 FINDINGS = sorted((Path(__file__).parent / "fuzz_regressions").glob("*.pte"))
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from torchmcu import schema
-from torchmcu.runner import io_blob
+from torchmcu.program import schema
+from torchmcu.sim.runner import io_blob
 
 FINDINGS = sorted((Path(__file__).parent / "fuzz_regressions" / "v2").glob("*.pte"))
 RUNS_CLEANLY = {"linear_s8-bias-overflow"}

@@ -1,4 +1,4 @@
-"""The FVP runner (torchmcu.fvp): its command lines, finding the executable,
+"""The FVP runner (torchmcu.sim.fvp): its command lines, finding the executable,
 and parsing what an FVP prints, against hand-written transcripts
 (tests/data/fvp/: NOT recordings, see its README); and a real run that needs
 the Corstone-300 FVP (TORCHMCU_FVP_DIR or PATH) and skips without it.
@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from conftest import REPO, needs_arm_gcc
 from torchmcu import boards as B
-from torchmcu import fvp, runner
-from torchmcu.sim import SimulatorNotFound
+from torchmcu.sim import SimulatorNotFound, fvp, runner
 
 DATA = REPO / "tests" / "data" / "fvp"
 
@@ -144,7 +143,7 @@ def test_real_fvp_run(tmp_path: Path) -> None:  # pragma: no cover - needs the F
     only), against the reference."""
     import sys
 
-    from torchmcu.build import build_firmware
+    from torchmcu.builder.firmware import build_firmware
     from torchmcu.compiler import compile
 
     sys.path.insert(0, str(REPO / "examples"))

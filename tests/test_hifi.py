@@ -1,4 +1,4 @@
-"""The Cadence HiFi backend (torchmcu.hifi, firmware/delegates/hifi/, torchmcu.xtsim).
+"""The Cadence HiFi backend (torchmcu.backends.hifi, firmware/delegates/hifi/, torchmcu.sim.xtrun).
 
 What runs here, without any Cadence tool:
 - the HiFi board descriptions and boards.py's Xtensa support;
@@ -35,10 +35,12 @@ import pytest
 from conftest import REPO
 from torchmcu import boards as B
 from torchmcu import reference as ref
-from torchmcu import serialize, sim, xtsim
-from torchmcu.hifi import build as hb
-from torchmcu.hifi import nnlib, partition
-from torchmcu.layout import PGraph
+from torchmcu import sim
+from torchmcu.backends.hifi import build as hb
+from torchmcu.backends.hifi import nnlib, partition
+from torchmcu.builder import kernel_table
+from torchmcu.ir import PGraph
+from torchmcu.sim import xtrun as xtsim
 
 DATA = REPO / "tests" / "data" / "xtsim"
 SEEDS = (0, 1, 2)
@@ -146,10 +148,9 @@ def ds_cnn_graph() -> PGraph:
         import mlperf_tiny as mt
     finally:
         sys.path.remove(str(REPO / "examples"))
-    from torchmcu.capture import capture
-    from torchmcu.layout import to_program_graph
-    from torchmcu.lower import lower
-    from torchmcu.quantize import quantize
+    from torchmcu.frontend.capture import capture
+    from torchmcu.frontend.quantize import quantize
+    from torchmcu.passes import lower, to_program_graph
 
     model, example = mt.make_ds_cnn()
     q = quantize(model, example, list(mt.calibration_ds_cnn(4, seed=3)), progress=False)
@@ -349,7 +350,7 @@ def test_compile_ds_cnn_for_hifi4_generic(tmp_path: Path) -> None:
     assert {reg["name"] for reg in plan["regions"]} <= {"dram", "sysram"}
     # The kernel table of the hifi kernel set for this program.
     codes = [c.strip() for c in (out / "kernels.txt").read_text().split()]
-    table = serialize.kernel_table_source(codes, "hifi")
+    table = kernel_table.kernel_table_source(codes, "hifi")
     for code, sym in (("CONV2D_S8", "kConv2dS8"), ("DEPTHWISE_CONV2D_S8", "kDepthwiseConv2dS8"),
                       ("LINEAR_S8", "kLinearS8")):
         assert f"{code} */ &hifi::{sym}," in table
@@ -358,7 +359,7 @@ def test_compile_ds_cnn_for_hifi4_generic(tmp_path: Path) -> None:
     # The program with nnlib's scratch planned still loads and runs bit-exactly on the portable kernels
     # of the host runner (the host, not the DSP: this checks the plan and the program, not nnlib).
     if shutil.which("g++"):
-        from torchmcu import runner
+        from torchmcu.sim import runner
 
         inputs = [mt.calibration_ds_cnn(2, seed=11)]  # two samples: [2, 1, 1, 49, 10]
         host = runner.run(out, inputs, sim="host")
@@ -533,8 +534,8 @@ def test_ds_cnn_on_the_iss_matches_the_reference(tmp_path: Path) -> None:
         import mlperf_tiny as mt
     finally:
         sys.path.remove(str(REPO / "examples"))
-    from torchmcu import runner
     from torchmcu.compiler import compile
+    from torchmcu.sim import runner
 
     model, example = mt.make_ds_cnn()
     out = tmp_path / "ds_cnn"

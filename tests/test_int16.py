@@ -45,11 +45,14 @@ import pytest
 import torch
 from conftest import REPO, needs_arm_gcc, needs_qemu
 from torch import nn
-from torchmcu import reference, runner, schema, serialize
-from torchmcu.build import CMSIS_NN_ENV, build_firmware, kernel_set
+from torchmcu import reference
+from torchmcu.backends.cmsis_nn.build import CMSIS_NN_ENV
+from torchmcu.builder.firmware import build_firmware, kernel_set
 from torchmcu.compiler import compile
-from torchmcu.interpret import run_reference
-from torchmcu.quantize import quantize
+from torchmcu.frontend.quantize import quantize
+from torchmcu.program import schema, serialize
+from torchmcu.program.interpret import run_reference
+from torchmcu.sim import runner
 
 sys.path.insert(0, str(REPO / "examples"))
 import mlperf_tiny as mt
@@ -401,7 +404,7 @@ def test_mlperf_tiny_a16w8_tflite_export_bit_exact_in_tflite_micro(name: str, ml
     TFLM's interpreter: the same output bits as the reference (and so as
     the firmware, above)."""
     pytest.importorskip("tflite_micro", reason="the tflite-micro wheel (TFLM's Python interpreter) is not installed")
-    from torchmcu.tflite_export import export_tflite, run_tflite_micro, summary
+    from torchmcu.export.tflite import export_tflite, run_tflite_micro, summary
 
     _, c, _, _ = mlperf_programs[name, "a16w8"]
     tflite = export_tflite(c.pte)
@@ -487,12 +490,7 @@ def test_every_s16_op_alone_bit_exact_with_tflite_micro(name: str, small_program
     interpreter (its int16x8 reference kernels), fed the values the NumPy
     reference computed for the op's inputs: the same bits out."""
     pytest.importorskip("tflite_micro", reason="the tflite-micro wheel (TFLM's Python interpreter) is not installed")
-    from torchmcu.tflite_export import (
-        export_op,
-        run_tflite_micro,
-        trace,
-        verify_derived,
-    )
+    from torchmcu.export.tflite import export_op, run_tflite_micro, trace, verify_derived
 
     _, c, example = small_programs[name]
     assert verify_derived(c.pte) == []
@@ -518,7 +516,7 @@ def test_softmax_s16_bit_exact_with_tflite_micro_on_random_rows(small_programs) 
     narrow ones, where most differences are small): TFLM builds its own
     exp and 1/(1+x) tables, so this also checks reference.softmax_luts_s16."""
     pytest.importorskip("tflite_micro", reason="the tflite-micro wheel (TFLM's Python interpreter) is not installed")
-    from torchmcu.tflite_export import export_op, run_tflite_micro, trace
+    from torchmcu.export.tflite import export_op, run_tflite_micro, trace
 
     _, c, example = small_programs["mlp"]
     sample = [example[0].numpy()]
@@ -540,7 +538,7 @@ def test_softmax_s16_bit_exact_with_tflite_micro_on_random_rows(small_programs) 
 
 def test_whole_a16w8_program_exports_and_runs_in_tflite_micro(small_programs) -> None:
     pytest.importorskip("tflite_micro", reason="the tflite-micro wheel (TFLM's Python interpreter) is not installed")
-    from torchmcu.tflite_export import export_tflite, run_tflite_micro
+    from torchmcu.export.tflite import export_tflite, run_tflite_micro
 
     _, c, example = small_programs["blocks"]
     x = example[0].numpy()
@@ -598,7 +596,7 @@ def test_mixed_precision_per_layer_bit_exact_on_host(host_runner: Path, tmp_path
     # Each REQUANTIZE alone is TFLite's QUANTIZE from an integer input: TFLM gives the same bits.
     if importlib.util.find_spec("tflite_micro") is None:
         return
-    from torchmcu.tflite_export import export_op, run_tflite_micro, trace
+    from torchmcu.export.tflite import export_op, run_tflite_micro, trace
 
     sample = [xs[0]]
     steps = trace(c.pte, sample)
@@ -640,7 +638,7 @@ def test_cli_precision_flag_and_file(tmp_path: Path) -> None:
 
 
 def test_automatic_precision_meets_the_budget_and_says_why(tmp_path: Path) -> None:
-    from torchmcu.precision import _layers, layer_bytes
+    from torchmcu.frontend.precision import _layers, layer_bytes
 
     model, example, cal = _small("blocks")
     layers = _layers(model)

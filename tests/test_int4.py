@@ -27,13 +27,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
 from conftest import REPO, needs_arm_gcc, needs_qemu
-from torchmcu import reference, runner, schema, serialize
-from torchmcu.build import CMSIS_NN_ENV, build_firmware, kernel_set
+from torch import nn
+from torchmcu import reference
+from torchmcu.backends.cmsis_nn.build import CMSIS_NN_ENV
+from torchmcu.builder.firmware import build_firmware, kernel_set
 from torchmcu.compiler import compile
-from torchmcu.quantize import quantize
+from torchmcu.frontend.quantize import quantize
+from torchmcu.program import schema, serialize
+from torchmcu.sim import runner
 
 sys.path.insert(0, str(REPO / "examples"))
 import mlperf_tiny as mt  # noqa: E402
@@ -176,7 +178,7 @@ def _tflite_tensor_types(tflite: bytes) -> dict[str, int]:
 def _tflite_micro_bit_exact(pte: bytes, sample: list[np.ndarray]) -> None:
     """Every op's output, exported to .tflite and run in TensorFlow Lite
     Micro, equals the NumPy reference's (the first difference names the op)."""
-    from torchmcu.tflite_export import export_tflite, run_tflite_micro, trace
+    from torchmcu.export.tflite import export_tflite, run_tflite_micro, trace
 
     tensor_map: dict[int, int] = {}
     tflite = export_tflite(pte, tensor_map=tensor_map)
@@ -195,8 +197,7 @@ def test_int4_programs_bit_exact_in_tflite_micro(name: str, small_programs) -> N
     its int4 values widened to int8: TFLite Micro refuses INT4 filters in a
     per-channel FULLY_CONNECTED (fully_connected_common.cc)."""
     from tflite.TensorType import TensorType
-
-    from torchmcu.tflite_export import export_tflite
+    from torchmcu.export.tflite import export_tflite
 
     d, c, example = small_programs[name]
     prog = schema.decode(c.pte)
@@ -310,7 +311,7 @@ QAT_EPOCHS = 20  # full-batch steps from the trained float model, at a small lea
 
 def _digits_accuracy(pte: bytes, x: np.ndarray, y: np.ndarray) -> float:
     """Accuracy of the program as the firmware computes it (the bit-exact reference)."""
-    from torchmcu import interpret
+    from torchmcu.program import interpret
 
     interp = interpret.Interpreter(pte)
     pred = np.array([int(np.argmax(interp.run([x[i:i + 1]])[0])) for i in range(len(x))])
@@ -322,10 +323,9 @@ def _digits_accuracy(pte: bytes, x: np.ndarray, y: np.ndarray) -> float:
 def test_digits_qat_int4_against_ptq_int4(tmp_path: Path) -> None:
     """PTQ int4 and QAT int4 both within 3 points of float on the held-out
     digits; the QAT program keeps the int4 grid and runs bit-exact in QEMU (M33)."""
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e
-
     import digits
-    from torchmcu.quantize import quantizer
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e
+    from torchmcu.frontend.quantize import quantizer
 
     x_train, y_train = digits.train_set()
     x_test, y_test = digits.test_set()

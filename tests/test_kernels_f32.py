@@ -27,9 +27,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from _kernel_lib import (ARM_FLAGS, HOST_WARN_FLAGS,
-                         KERNEL_DIR, KERNEL_FILES, build, f32, i32)
+from _kernel_lib import ARM_FLAGS, HOST_WARN_FLAGS, KERNEL_DIR, KERNEL_FILES, build, f32, i32
 
 INF = float("inf")
 NO_ACT = (-INF, INF)

@@ -3,28 +3,39 @@
 Two chains of evidence:
   a. the C kernels (firmware/kernels/portable/*_s8.cc, built once per session
      into a UBSan-checked host library, see _kernel_lib_s8.py) against the
-     NumPy reference aot/torchmcu/reference.py, with np.testing.assert_array_equal;
+     NumPy reference aot/torchmcu/reference/, with np.testing.assert_array_equal;
   b. reference.py against the independent oracle, TensorFlow Lite Micro's
      interpreter (the tflite-micro wheel, reference kernels): single-op
-     .tflite models written with torchmcu.tflite_writer.
+     .tflite models written with torchmcu.export.tflite.writer.
 
 Data is seeded random int8; quantization parameters are realistic random
 scales turned into multipliers by reference.quantize_multiplier & co.
 """
 
 import math
-import zlib
 import shutil
 import subprocess
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-
-from _kernel_lib_s8 import (ADD_FIELDS, ARM_FLAGS, BMM_FIELDS, HOST_WARN_FLAGS, INCLUDES,
-                            KERNEL_FILES_S8, MUL_FIELDS, build, i8, i32)
+from _kernel_lib_s8 import (
+    ADD_FIELDS,
+    ARM_FLAGS,
+    BMM_FIELDS,
+    HOST_WARN_FLAGS,
+    INCLUDES,
+    KERNEL_FILES_S8,
+    MUL_FIELDS,
+    build,
+    i8,
+    i32,
+)
 from torchmcu import reference as ref
-from torchmcu.tflite_writer import TFLiteWriter
+from torchmcu.export.tflite.writer import TFLiteWriter
+from torchmcu.reference import quant as quant_ref
+from torchmcu.reference import reduce as reduce_ref
 
 
 @pytest.fixture(scope="session")
@@ -462,12 +473,12 @@ def test_softmax_params(scale, beta):
 def test_softmax_fixed_point_helpers():
     q = np.linspace(-31.9, 0, 4001)
     raw = np.round(q * 2**26).astype(np.int64)
-    got = ref._exp_on_negative_values(raw) / 2**31
+    got = reduce_ref._exp_on_negative_values(raw) / 2**31
     np.testing.assert_allclose(got, np.exp(raw / 2**26), rtol=0, atol=5e-7)
-    assert ref._exp_on_negative_values(0) == 2**31 - 1
+    assert reduce_ref._exp_on_negative_values(0) == 2**31 - 1
     x = np.linspace(0, 1, 4001, endpoint=False)
     raw = np.round(x * 2**31).astype(np.int64)
-    got = ref._one_over_one_plus_x(raw) / 2**31
+    got = reduce_ref._one_over_one_plus_x(raw) / 2**31
     np.testing.assert_allclose(got, 1 / (1 + raw / 2**31), rtol=0, atol=4e-9)
 
 
@@ -562,7 +573,7 @@ def tflm_act_range(act, scale, zp):
     """CalculateActivationRangeQuantized for int8 outputs."""
     if act == "NONE":
         return -128, 127
-    q = lambda f: zp + int(ref._round_half_away(np.float32(f) / np.float32(scale)))  # noqa: E731
+    q = lambda f: zp + int(quant_ref._round_half_away(np.float32(f) / np.float32(scale)))  # noqa: E731
     lo = max(-128, q(0.0))
     hi = 127 if act == "RELU" else min(127, q(6.0))
     return lo, hi

@@ -18,13 +18,15 @@ import torch
 from conftest import REPO, needs_arm_gcc, needs_qemu
 from torch import nn
 from torchmcu import plan as P
-from torchmcu import runner, schema
-from torchmcu.build import build_firmware
+from torchmcu.builder.firmware import build_firmware
 from torchmcu.cli import main as cli_main
 from torchmcu.compiler import compile
 from torchmcu.errors import CompileError
-from torchmcu.interpret import run_reference
-from torchmcu.layout import PGraph, POp, PTensor
+from torchmcu.ir import PGraph, POp, PTensor
+from torchmcu.plan.lifetimes import _align
+from torchmcu.program import schema
+from torchmcu.program.interpret import run_reference
+from torchmcu.sim import runner
 
 sys.path.insert(0, str(REPO / "examples"))
 import digits
@@ -80,7 +82,7 @@ def test_offsets_never_overlap_and_reach_the_bound_on_chains() -> None:
     for _ in range(300):
         p = _random_graph(rng)
         m = P.plan(p, options=P.PlanOptions(inplace=False))
-        life, sizes = m.lifetimes, {b: P._align(p.buffers[b]) for b in m.lifetimes}
+        life, sizes = m.lifetimes, {b: _align(p.buffers[b]) for b in m.lifetimes}
         for a in life:
             for b in life:
                 if a < b and not (life[a][1] < life[b][0] or life[b][1] < life[a][0]):

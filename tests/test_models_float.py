@@ -13,12 +13,10 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 import torch
-
 from conftest import REPO, needs_arm_gcc, needs_qemu
-from torchmcu import runner
-from torchmcu.build import build_firmware
+from torchmcu.builder.firmware import build_firmware
 from torchmcu.compiler import FLOAT_TOLERANCE, compile
-from torchmcu.errors import BuildError
+from torchmcu.sim import runner
 
 sys.path.insert(0, str(REPO / "examples"))
 import mlperf_tiny as mt  # noqa: E402

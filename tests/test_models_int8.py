@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, needs_arm_gcc, needs_qemu
-from torchmcu import runner, schema
-from torchmcu.build import build_firmware
+from torchmcu.builder.firmware import build_firmware
 from torchmcu.compiler import compile
+from torchmcu.program import schema
+from torchmcu.sim import runner
 
 sys.path.insert(0, str(REPO / "examples"))
 import mlperf_tiny as mt  # noqa: E402

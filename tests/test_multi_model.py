@@ -15,9 +15,12 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torchmcu import build, cli, runner, serialize
+from torchmcu import cli
+from torchmcu.builder import firmware as build
+from torchmcu.builder import kernel_table
 from torchmcu.compiler import compile
 from torchmcu.errors import CompileError
+from torchmcu.sim import runner
 
 
 class Mlp(nn.Module):
@@ -124,9 +127,9 @@ def test_two_models_share_one_kernel_table(models: tuple[Path, Path], tmp_path: 
 
 def test_same_symbol_is_refused(models: tuple[Path, Path], tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="tmcu_mlp_"):
-        serialize.shared_kernel_table([models[0], models[0]])
+        kernel_table.shared_kernel_table([models[0], models[0]])
     with pytest.raises(ValueError, match="not a compiled model"):
-        serialize.shared_kernel_table([models[0], tmp_path])
+        kernel_table.shared_kernel_table([models[0], tmp_path])
 
 
 def test_bad_symbol_is_refused(tmp_path: Path) -> None:

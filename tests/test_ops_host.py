@@ -10,10 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from torch import nn
 import torch.nn.functional as F
-
 from conftest import assert_close, run_on_host
+from torch import nn
 
 
 class Fn(nn.Module):
@@ -167,8 +166,8 @@ def test_batch_norm_folds_and_relu_fuses(tmp_path) -> None:
 
 
 def test_batch_of_samples_gives_one_output_per_sample(tmp_path) -> None:
-    from torchmcu import runner
     from torchmcu.compiler import compile
+    from torchmcu.sim import runner
 
     model = nn.Sequential(nn.Linear(4, 3), nn.Softmax(-1)).eval()
     compile(model, (r(1, 4),), "mps3-an547", tmp_path)

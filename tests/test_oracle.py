@@ -1,7 +1,7 @@
 """TensorFlow Lite Micro as the independent oracle of whole int8 programs.
 
 A compiled program (model.pte) is exported as a .tflite model
-(torchmcu.tflite_export) and run in TFLM's interpreter (the tflite-micro
+(torchmcu.export.tflite) and run in TFLM's interpreter (the tflite-micro
 wheel, reference kernels); the project's NumPy reference (interpret.py) must
 give the same bits:
 
@@ -29,21 +29,28 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from conftest import REPO
 from test_ops_host import Fn
 from test_quant import CASES, calib
+from torch import nn
 from torchmcu import reference as ref
-from torchmcu import schema
 from torchmcu.compiler import compile
-from torchmcu.interpret import OPS, run_reference
-from torchmcu.serialize import to_pte
+from torchmcu.program import schema
+from torchmcu.program.interpret import OPS, run_reference
+from torchmcu.program.serialize import to_pte
 
 pytest.importorskip("tflite_micro.python.tflite_micro.runtime", reason="tflite-micro wheel not installed")
 
-from torchmcu.tflite_export import (ExportError, _Program, export_op, export_tflite,  # noqa: E402
-                                    run_tflite_micro, summary, trace, verify_derived, weight_scales)
+from torchmcu.export.tflite import (
+    ExportError,
+    export_op,
+    export_tflite,
+    run_tflite_micro,
+    summary,
+    trace,
+    verify_derived,
+)
+from torchmcu.export.tflite.program import _Program, weight_scales
 
 sys.path.insert(0, str(REPO / "examples"))
 import mlperf_tiny  # noqa: E402

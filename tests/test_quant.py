@@ -13,14 +13,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from conftest import REPO, needs_arm_gcc, needs_qemu
 from test_ops_host import Fn, _bn
-from torchmcu import runner
-from torchmcu.build import build_firmware
+from torch import nn
+from torchmcu.builder.firmware import build_firmware
 from torchmcu.compiler import compile
 from torchmcu.errors import TorchMCUError
+from torchmcu.sim import runner
 
 
 def calib(shapes: list[tuple[int, ...]], n: int = 16, seed: int = 0) -> list[tuple[np.ndarray, ...]]:
@@ -223,8 +222,7 @@ def test_qat_model_compiles_as_it_is(tmp_path: Path, host_runner) -> None:
     """prepare_qat_pt2e with torchmcu's quantizer, a few training steps,
     convert_pt2e: compile takes the q/dq model without quantizing it again."""
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e
-
-    from torchmcu.quantize import quantizer
+    from torchmcu.frontend.quantize import quantizer
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))

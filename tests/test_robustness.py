@@ -27,10 +27,10 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-
-from torchmcu import runner, schema, serialize
 from torchmcu.compiler import compile
 from torchmcu.errors import CompileError, TorchMCUError
+from torchmcu.program import schema, serialize
+from torchmcu.sim import runner
 
 # firmware/core/error.h
 OK = 0x00

@@ -28,8 +28,10 @@ import numpy as np
 import pytest
 from conftest import needs_arm_gcc, needs_qemu
 from torchmcu import reference as ref
-from torchmcu import runner, serialize
-from torchmcu.interpret import Interpreter, run_reference
+from torchmcu.builder import kernel_table
+from torchmcu.program import serialize
+from torchmcu.program.interpret import Interpreter, run_reference
+from torchmcu.sim import runner
 
 OK, INVALID_TENSOR, INVALID_OP = 0x00, 0x23, 0x24
 WIRE = {"F32": "<f4", "I8": "i1", "I32": "<i4"}
@@ -189,7 +191,7 @@ def build_dir(tmp_path: Path, tree: dict, pte: bytes, board: str) -> Path:
     (out / "model_arenas.h").write_text(h)
     (out / "model_arenas.c").write_text(c)
     codes = sorted({op["code"] for op in tree["ops"]})
-    (out / "kernel_table.cc").write_text(serialize.kernel_table_source(codes))
+    (out / "kernel_table.cc").write_text(kernel_table.kernel_table_source(codes))
     (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
 
     def io(t: int) -> dict:
@@ -212,7 +214,7 @@ def build_dir(tmp_path: Path, tree: dict, pte: bytes, board: str) -> Path:
 @pytest.mark.skipif(not os.environ.get("TORCHMCU_CMSIS_NN_DIR"),
                     reason="CMSIS-NN not given: set TORCHMCU_CMSIS_NN_DIR to a CMSIS-NN checkout")
 def test_add_s8_in_place_on_cmsis_nn_in_qemu(tmp_path: Path) -> None:
-    from torchmcu.build import build_firmware, kernel_set
+    from torchmcu.builder.firmware import build_firmware, kernel_set
 
     tree, pte = add_program(out_offset=128)
     out = build_dir(tmp_path, tree, pte, "mps3-an547")

@@ -10,8 +10,6 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from conftest import REPO, needs_arm_gcc
 
 BUDGET = 8 * 1024  # bytes of .text + .rodata (+ .data), Cortex-M33, -Os

@@ -13,15 +13,14 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-
-from torchmcu import schema, serialize
 from torchmcu.compiler import compile
-from torchmcu.schema.__main__ import DEFAULT_OUT, generate
+from torchmcu.program import schema, serialize
+from torchmcu.program.schema.__main__ import DEFAULT_OUT, generate
 
 
 def test_generated_header_is_current() -> None:
     assert DEFAULT_OUT.read_text() == generate(schema.load()), (
-        "firmware/core/program_generated.h is stale: run `python -m torchmcu.schema`")
+        "firmware/core/program_generated.h is stale: run `python -m torchmcu.program.schema`")
 
 
 def test_encode_decode_round_trip() -> None:

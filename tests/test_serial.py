@@ -19,14 +19,14 @@ import struct
 import threading
 import time
 import tty
-from pathlib import Path
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
-
-from torchmcu import cli, runner
-from torchmcu.serial_device import DeviceError, request_blobs, run_device
+from torchmcu import cli
+from torchmcu.sim import runner
+from torchmcu.sim.serial import DeviceError, request_blobs, run_device
 
 pytest.importorskip("serial", reason="pyserial not installed (make setup installs it)")
 

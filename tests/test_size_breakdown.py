@@ -12,9 +12,10 @@ import pytest
 import torch
 from conftest import needs_arm_gcc
 from torch import nn
-from torchmcu import cli, serialize
-from torchmcu.build import SIZE_PARTS, elf_size, size_part
+from torchmcu import cli
+from torchmcu.builder.size import SIZE_PARTS, elf_size, size_part
 from torchmcu.compiler import compile
+from torchmcu.program import serialize
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,7 @@ def test_input_files_are_attributed_to_their_part() -> None:
 def test_device_image_keeps_what_the_runtime_reads(built) -> None:
     """The C array leaves out the tool-only tables; what the runtime reads
     (the executable section, constants, arenas) is byte for byte the same."""
-    from torchmcu import schema
+    from torchmcu.program import schema
 
     out, _ = built
     pte = (out / "model.pte").read_bytes()

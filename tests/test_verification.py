@@ -29,9 +29,11 @@ import numpy as np
 import pytest
 from conftest import REPO, needs_arm_gcc, needs_qemu
 from test_runtime_features import add_program, add_samples, run_host
-from torchmcu import runner, serialize
-from torchmcu.build import build_firmware, build_host_runner
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.builder.host import build_host_runner
 from torchmcu.compiler import compile
+from torchmcu.program import serialize
+from torchmcu.sim import runner
 
 sys.path.insert(0, str(REPO / "examples"))
 import mlperf_tiny as mt

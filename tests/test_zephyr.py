@@ -2,7 +2,7 @@
 
 Always run (no Zephyr tree needed): module.yml, the Kconfig tree (every symbol
 typed, with help, and every CONFIG_TORCHMCU_* the module uses defined), the
-runtime sources the module's CMake lists against aot/torchmcu/build.py's, the
+runtime sources the module's CMake lists against aot/torchmcu/sources.py's, the
 Zephyr platform layer against firmware/boards/platform.h, the twister files,
 and the module's build helper (io blob, kernel table, arrays).
 
@@ -39,8 +39,11 @@ import numpy as np
 import pytest
 import torch
 from conftest import REPO
-from torchmcu import build, runner, serialize
+from torchmcu import sources as build
+from torchmcu.backends.ethos_u.build import DELEGATE_SOURCES
+from torchmcu.builder import kernel_table
 from torchmcu.compiler import compile
+from torchmcu.sim import runner
 
 MODULE = REPO / "zephyr-module"
 SAMPLE = MODULE / "samples" / "keyword_spotting"
@@ -48,7 +51,7 @@ HELPER = MODULE / "scripts" / "torchmcu_zephyr.py"
 PLATFORM_H = REPO / "firmware" / "boards" / "platform.h"
 PLATFORM_ZEPHYR = MODULE / "runtime" / "platform_zephyr.cc"
 ETHOS_U_DELEGATE = REPO / "firmware" / "delegates" / "ethos_u" / "ethos_u.cc"
-# build.DELEGATE_SOURCES' bare-metal NPU start: never built on Zephyr.
+# DELEGATE_SOURCES' bare-metal NPU start: never built on Zephyr.
 NPU_BOARD_SUPPORT = "boards/npu/ethos_u.cc"
 
 yaml = pytest.importorskip("yaml", reason="PyYAML not installed (make setup installs it with tflite-micro)")
@@ -193,7 +196,7 @@ def _cmake_lists(path: Path) -> dict[str, list[str]]:
     return {m.group(1): m.group(2).split() for m in re.finditer(r"set\((\w+)\s+([^)]*)\)", text)}
 
 
-def test_cmake_lists_the_runtime_sources_build_py_builds() -> None:
+def test_cmake_lists_the_runtime_sources_torchmcu_builds() -> None:
     lists = _cmake_lists(MODULE / "runtime" / "sources.cmake")
     fw = build.FIRMWARE
 
@@ -203,13 +206,13 @@ def test_cmake_lists_the_runtime_sources_build_py_builds() -> None:
     assert sorted(lists["TORCHMCU_CORE_SOURCES"]) == sorted(build.CORE_SOURCES)
     assert sorted(lists["TORCHMCU_APP_SOURCES"]) == sorted(build.APP_SOURCES)
     assert sorted(lists["TORCHMCU_PORTABLE_KERNEL_SOURCES"]) == rel(build.kernel_sources())
-    # build.py's CMSIS-NN kernel set: every .cc of firmware/kernels/cmsis_nn/.
+    # The CMSIS-NN kernel set (torchmcu.backends.cmsis_nn.build): every .cc of firmware/kernels/cmsis_nn/.
     assert sorted(lists["TORCHMCU_CMSIS_NN_KERNEL_SOURCES"]) == rel((fw / "kernels" / "cmsis_nn").glob("*.cc"))
-    # build.py's Ethos-U delegate less its bare-metal NPU board support, which
+    # The Ethos-U delegate (torchmcu.backends.ethos_u.build) less its bare-metal NPU board support, which
     # would start the NPU a second time beside Zephyr's driver.
     assert sorted(lists["TORCHMCU_ETHOS_U_SOURCES"]) == sorted(
-        s for s in build.DELEGATE_SOURCES if s != NPU_BOARD_SUPPORT)
-    assert NPU_BOARD_SUPPORT in build.DELEGATE_SOURCES
+        s for s in DELEGATE_SOURCES if s != NPU_BOARD_SUPPORT)
+    assert NPU_BOARD_SUPPORT in DELEGATE_SOURCES
     for name, files in lists.items():
         for f in files:
             assert (fw / f).is_file(), f"{name}: firmware/{f} does not exist"
@@ -366,7 +369,7 @@ def test_kernel_table_is_the_one_torchmcu_build_writes(tmp_path: Path, tiny_mode
     out = tmp_path / "table.cc"
     _helper("kernel-table", tiny_model, kernels, out)
     codes = (tiny_model / "kernels.txt").read_text().split()
-    assert out.read_text() == serialize.kernel_table_source(codes, kernels)
+    assert out.read_text() == kernel_table.kernel_table_source(codes, kernels)
     if kernels == "portable":  # what `torchmcu compile` itself wrote
         assert out.read_text() == (tiny_model / "kernel_table.cc").read_text()
 

@@ -10,10 +10,11 @@ flags, and generates a GNU ld script from the memory description.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+
+import tomllib
 
 from .errors import TorchMCUError
 
@@ -42,8 +43,8 @@ _KINDS = frozenset({"code", "ram"})
 _MVE = ("none", "int", "float")
 # Core architectures: Arm Cortex-M (GCC -mcpu names, QEMU/FVP), and Cadence
 # Xtensa DSPs (HiFi 4: built with Cadence's xt-clang for the core
-# configuration XTENSA_CORE names, run in Cadence's ISS xt-run: torchmcu.hifi.build,
-# torchmcu.xtsim).
+# configuration XTENSA_CORE names, run in Cadence's ISS xt-run: torchmcu.backends.hifi.build,
+# torchmcu.sim.xtrun).
 _ARCHES = ("cortex-m", "xtensa")
 _FLOAT_ABIS = ("soft", "softfp", "hard")
 _SECTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -105,7 +106,7 @@ class Core:
 class Npu:
     """An Ethos-U beside the core (the [npu] table)."""
     accelerator: str  # Vela's accelerator config, e.g. "ethos-u55-128"
-    system_config: str  # sections of aot/torchmcu/ethos_u/systems.ini
+    system_config: str  # sections of aot/torchmcu/backends/ethos_u/systems.ini
     memory_mode: str
     memories: tuple[str, ...]  # the board's memories the NPU reaches (never the TCMs)
     base: int  # its register block
@@ -139,6 +140,9 @@ class Board:
     source: Path | None = field(default=None, compare=False)
     npu: Npu | None = None  # the [npu] table, when the board has one
     fvp_model: str | None = None  # the [fvp] table's model: the FVP executable simulating the board
+    # The backends that may take ops on this board, in priority order (torchmcu.backends); empty:
+    # every backend that applies to it.
+    backends: tuple[str, ...] = ()
 
     # -- core -----------------------------------------------------------
     @property
@@ -164,7 +168,7 @@ class Board:
         """Target flags; pass the same list to the compiler and the linker.
         Xtensa: the flags every Xtensa build of Cadence's tools takes (calls
         reach anywhere in the address space, literals beside the code); the
-        core configuration is chosen by --xtensa-core (torchmcu.hifi.build)."""
+        core configuration is chosen by --xtensa-core (torchmcu.backends.hifi.build)."""
         c = self.core
         if c.arch == "xtensa":
             return ["-mlongcalls", "-mtext-section-literals"]
@@ -379,6 +383,7 @@ def _parse_board(raw: dict, path: Path) -> Board:
         source=path,
         npu=_parse_npu(raw["npu"], names, f"{where} [npu]") if "npu" in raw else None,
         fvp_model=_get(raw["fvp"], "model", str, f"{where} [fvp]") if "fvp" in raw else None,
+        backends=tuple(str(b) for b in _get(raw, "backends", list, where)) if "backends" in raw else (),
     )
     try:
         code = board.memory(board.code_memory)

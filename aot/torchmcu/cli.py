@@ -20,7 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from .backends import all_backends
+from .builder import kernel_table
 from .errors import TorchMCUError
+from .sim import RUNNERS
 
 
 def _progress(msg: str) -> None:
@@ -28,8 +31,8 @@ def _progress(msg: str) -> None:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from .capture import load_entry
     from .compiler import compile
+    from .frontend.capture import load_entry
 
     t0 = time.monotonic()
     _progress(f"loading {args.model}")
@@ -41,7 +44,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration, io=args.io,
                 budgets=_pairs(args.budget, "--budget", _bytes), pins=_pairs(args.pin, "--pin", str),
                 inplace=not args.no_inplace, tile=args.tile, copy_hot_weights=args.copy_hot_weights,
-                symbol=args.symbol, precision=_precision(args.precision))
+                symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ (model.pte, model_pte.c/.h, model_arenas.c/.h, kernel_table.cc, "
@@ -87,11 +90,12 @@ def _pairs(items: list[str], flag: str, value: Any) -> dict[str, Any]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .build import build_firmware, elf_size, format_size, kernel_set
+    from .builder.firmware import build_firmware, kernel_set
+    from .builder.size import elf_size, format_size
 
     elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
                          verify=args.verify)
-    if elf.name == "firmware-xtensa.elf":  # a HiFi board: Cadence's tools and nnlib (torchmcu.hifi.build)
+    if elf.name == "firmware-xtensa.elf":  # a HiFi board: Cadence's tools and nnlib (torchmcu.backends.hifi.build)
         print(f"{elf}: built for Xtensa (commands: {elf.parent / 'fw-xtensa' / 'build.sh'})")
         return 0
     size = elf_size(elf)
@@ -121,13 +125,13 @@ def _load_inputs(paths: list[str], out_dir: str) -> list[np.ndarray]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import runner
+    from .sim import runner
 
     inputs = _load_inputs(args.input, args.dir)
     meta = runner.load_meta(args.dir)
     # The first sample also runs once op by op, so every result carries a profile.
     if args.device:  # a real board over a serial port: ticks are its own counter, no instruction counts
-        from .serial_device import run_device
+        from .sim.serial import run_device
         res = run_device(args.dir, inputs, args.device, baud=args.baud, profile=True,
                          timeout_s=30.0 if args.timeout is None else args.timeout)
     else:
@@ -215,7 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from .inspect import describe
+    from .program.inspect import describe
 
     print(describe(Path(args.program).read_bytes(), values=args.values))
     return 0
@@ -223,13 +227,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     if args.arduino:
-        from .arduino import export_arduino
+        from .export.arduino import export_arduino
 
         lib = export_arduino(args.dir, args.arduino, name=args.name)
         print(f"wrote {lib.root}: Arduino library {lib.name} ({len(lib.files)} files); kernels "
               f"{', '.join(lib.kernel_files)} for {', '.join(lib.op_codes)}\n  example: {lib.sketch}")
         return 0
-    from .tflite_export import export_tflite, summary
+    from .export.tflite import export_tflite, summary
 
     pte_path = Path(args.dir) / "model.pte"
     if not pte_path.is_file():
@@ -255,16 +259,15 @@ def cmd_boards(args: argparse.Namespace) -> int:
 
 
 def cmd_kernel_table(args: argparse.Namespace) -> int:
-    from . import serialize
 
-    text, codes = serialize.shared_kernel_table(args.dirs, args.kernels)
+    text, codes = kernel_table.shared_kernel_table(args.dirs, args.kernels)
     Path(args.output).write_text(text)
     print(f"wrote {args.output}: {len(codes)} kernels ({', '.join(codes)}) for {len(args.dirs)} models")
     return 0
 
 
 def cmd_deps(args: argparse.Namespace) -> int:
-    from .deps import fetch_cmsis_nn
+    from .backends.cmsis_nn.fetch import fetch_cmsis_nn
 
     # Cached in $TORCHMCU_CACHE_DIR, else ~/.cache/torchmcu: where builds look for it.
     got = fetch_cmsis_nn(args.index_url, log=_progress)
@@ -285,6 +288,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="int8: CMSIS-NN/TFLite Micro scheme, post-training quantization; int4: W4A8, int4 "
                         "weights (packed two per byte) for conv/depthwise/linear, int8 activations; a16w8: "
                         "int16 activations, int8 weights (default float32)")
+    c.add_argument("--backends", type=lambda s: [b for b in s.split(",") if b], metavar="NAME[,NAME...]",
+                   help="the backends that may take ops, in priority order (default: the board's); the portable "
+                        "kernels run the rest. Known: " + ", ".join(all_backends()))
     c.add_argument("--io", default="float", choices=["float", "int8"],
                    help="int8: the program takes and gives int8 (with --quant int8); `run --input` "
                         "still takes float arrays and quantizes them as the device would")
@@ -315,8 +321,8 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("dir")
     b.add_argument("--board", help="override the board the model was compiled for")
     b.add_argument("--opt", default="-Os", help="optimisation flag (default -Os)")
-    b.add_argument("--kernels", default="portable", choices=["portable", "cmsis-nn"],
-                   help="int8 kernel set (cmsis-nn: CMSIS-NN from $TORCHMCU_CMSIS_NN_DIR)")
+    b.add_argument("--kernels", default="portable", choices=kernel_table.kernel_sets(),
+                   help="kernel set (cmsis-nn: CMSIS-NN from $TORCHMCU_CMSIS_NN_DIR)")
     b.add_argument("--verify", default="full", choices=["full", "minimal"],
                    help="program checks at load: full (default; a corrupted program gets an error code) or "
                         "minimal (the compiled-in program is trusted: a few instructions per op to load, and "
@@ -326,7 +332,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a compiled model in a simulator or on the host")
     r.add_argument("dir")
-    r.add_argument("--sim", default="qemu", choices=["qemu", "host", "fvp", "xt-run"],
+    r.add_argument("--sim", default="qemu", choices=sorted(RUNNERS),
                    help="qemu (default), host (the runtime built for this machine), fvp: the board's Arm "
                         "Corstone FVP from $TORCHMCU_FVP_DIR, which runs the Ethos-U NPU, or xt-run: Cadence's "
                         "Xtensa ISS for HiFi boards ($XTENSA_TOOLCHAIN_PATH, $XTENSA_CORE)")
@@ -367,7 +373,7 @@ def make_parser() -> argparse.ArgumentParser:
                                              "linked into one firmware (selective build over their union)")
     kt.add_argument("dirs", nargs="+", metavar="DIR", help="compiled model directories")
     kt.add_argument("-o", "--output", required=True, help="the C++ file to write (e.g. kernel_table.cc)")
-    kt.add_argument("--kernels", default="portable", choices=["portable", "cmsis-nn"],
+    kt.add_argument("--kernels", default="portable", choices=kernel_table.kernel_sets(),
                     help="kernel set, as for build (cmsis-nn: the ops CMSIS-NN covers run on it)")
     kt.set_defaults(fn=cmd_kernel_table)
 

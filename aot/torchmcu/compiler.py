@@ -18,15 +18,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import serialize
+from . import backends
+from .backends import Backend, CompileContext
 from .boards import BOARDS_DIR, Board, load_board
-from .capture import capture
+from .builder.kernel_table import kernel_table_source
 from .errors import CompileError
-from .ethos_u.delegate import check_npu_operands, delegate_to_npu, format_npu_report
-from .hifi import claim as hifi_claim, format_report as format_hifi_report, report as hifi_report
-from .layout import PGraph, to_program_graph
-from .lower import lower
+from .frontend.capture import capture
+from .ir import PGraph
+from .passes import lower, to_program_graph
 from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, plan
+from .program import serialize
+from .sources import FIRMWARE
 
 
 @dataclass
@@ -119,7 +121,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             progress: bool = True, io: str = "float", budgets: dict[str, int] | None = None,
             pins: dict[str, str] | None = None, inplace: bool = True, copy_hot_weights: bool = False,
             tile: bool = False, symbol: str = serialize.DEFAULT_SYMBOL,
-            precision: dict[str, str] | int | None = None) -> Compiled:
+            precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None) -> Compiled:
     """Compile `model` for `board` into `out_dir` (created).
 
     quant: "float32", or "int8" (post-training quantization calibrated on
@@ -144,7 +146,9 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     int4, int8 or int16; see quantize.py), with int8, int4 or a16w8; an int
     instead is a flash budget in bytes for the weights and biases, and
     precision.choose_precision picks each layer's (report.json "precision"
-    says what it chose and why).
+    says what it chose and why). backend_names: the backends that may take
+    ops (torchmcu.backends), instead of the board's; the portable kernels run
+    the rest.
     """
     try:
         serialize.check_symbol(symbol)
@@ -165,10 +169,10 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
 
     chosen = None  # precision.PrecisionPlan, when precision is a budget
     if quant in ("int8", "int4", "a16w8"):
-        from .quantize import is_quantized, quantize
+        from .frontend.quantize import is_quantized, quantize
 
         if isinstance(precision, int) and not isinstance(precision, bool) and not is_quantized(model):
-            from .precision import choose_precision
+            from .frontend.precision import choose_precision
 
             chosen = choose_precision(model, example_inputs, calibration, precision)
             precision = {k: v for k, v in chosen.precision.items() if v != "int8"}
@@ -178,23 +182,37 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
                              activations="int16" if quant == "a16w8" else "int8", precision=precision)
     ep = capture(model, example_inputs)
     graph = lower(ep, io)
-    pg = to_program_graph(graph)
+    active = backends.select(board, backend_names)
+    pg = to_program_graph(graph, scratch=lambda *op: max(b.scratch_bytes(*op) for b in active))
     if quant in ("int8", "int4", "a16w8"):
         _warn_fallbacks(pg)
-    npu = delegate_to_npu(board, pg, example_inputs, calibration)  # the Ethos-U partitions, when the board has one
-    dsp = hifi_claim(pg) if board.core.arch == "xtensa" else None  # nnlib's ops; their scratch before planning
-    reach = {"ETHOS_U": board.npu.memories} if npu and npu["calls"] and board.npu else {}
+    ctx = CompileContext(board, example_inputs, calibration)
+    sections = {}
+    for b in active:  # in priority order: a delegate takes its partitions before the kernel libraries
+        partitioning = b.partition(pg, ctx)
+        if partitioning is not None:
+            b.lower(pg, partitioning, ctx)
+        section = b.report(partitioning, ctx)
+        if section is not None:
+            sections[b] = section
+    _check_kernels(pg, active)
+    present = {op.code for op in pg.ops}
+    # Where a delegate's calls must find their operands (an NPU reaches some memories only).
+    reach = {b.delegate_code: m for b in active if b.delegate_code in present
+             and (m := b.operand_memories(board)) is not None}
     regions = arena_regions(board, budgets)
     mem = plan(pg, regions, PlanOptions(budgets=dict(budgets or {}), pins=dict(pins or {}), inplace=inplace,
                                         tile=tile, operand_memories=reach))
-    if reach:
-        check_npu_operands(pg, mem)
+    for b in active:
+        b.check_plan(pg, mem)
     arenas = [serialize.ArenaSpec(r.name, r.arena_bytes) for r in mem.regions]
     prog, segment = serialize.program_dict(pg, mem, arenas)
     pte = serialize.to_pte(prog, segment)
-    # What the device links (tool-only fields dropped): an NPU program keeps a copy of its partitions' ops for tools.
+    # What the device links (tool-only fields dropped): a delegate's calls keep a copy of their partitions' ops
+    # for tools. Its blobs are read in place: the program must lie where the delegate reaches.
     device_bytes = len(serialize.device_image(pte)) if reach else len(pte)
-    program_memory = choose_program_memory(board, device_bytes, quant, reach=reach.get("ETHOS_U"))
+    program_reach = tuple(m.name for m in board.memories if all(m.name in r for r in reach.values())) if reach else None
+    program_memory = choose_program_memory(board, device_bytes, quant, reach=program_reach)
     hot_note = None
     if copy_hot_weights:
         speed = board.memory(program_memory).speed
@@ -213,7 +231,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     (out / "model_arenas.h").write_text(h)
     (out / "model_arenas.c").write_text(c)
     codes = sorted({op.code for op in pg.ops})
-    (out / "kernel_table.cc").write_text(serialize.kernel_table_source(codes))
+    (out / "kernel_table.cc").write_text(kernel_table_source(codes))
     (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
     torch.export.save(ep, str(out / "model.pt2"))
 
@@ -239,10 +257,11 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         report["precision"] = {"chosen": chosen.precision, "budget": chosen.budget, "bytes": chosen.bytes,
                                "sqnr_db": chosen.sqnr_db, "estimate_db": chosen.estimate_db,
                                "layers": chosen.layers, "steps": chosen.steps, "text": chosen.describe()}
-    if npu is not None:
-        report["ethos_u"] = {**npu, "program_device_bytes": device_bytes, "program_memory": program_memory}
-    if dsp is not None:
-        report["hifi"] = hifi_report(dsp, board)
+    for b, section in sections.items():
+        if b.delegate_code in reach:  # its blobs went with the program
+            section.update(program_device_bytes=device_bytes, program_memory=program_memory)
+        report[b.report_key or b.name] = section
+    report["backends"] = [b.name for b in active]
     (out / "memory_plan.json").write_text(json.dumps(memory_plan(pg, mem), indent=2) + "\n")
     picture = memory_picture(pg, mem, out / "memory_plan.png")
     report["memory"]["picture"] = picture
@@ -268,6 +287,14 @@ def _warn_fallbacks(pg: PGraph) -> None:
             warnings.warn(f"torchmcu: {op.kind} ({op.name}) has no int8 kernel here; it runs in float32{where}",
                           stacklevel=3)
             op.backend = "portable (float fallback)"
+
+
+def _check_kernels(pg: PGraph, chosen: list[Backend]) -> None:
+    """Every op runs on a backend of the build: refused here, not at load."""
+    for i, op in enumerate(pg.ops):
+        if op.backend.startswith("portable") and all(b.supports(pg, i) is not None for b in chosen):
+            raise CompileError(f"no kernel runs {op.code} ({op.kind}) in this runtime", op=op.name,
+                               source=op.source)
 
 
 def memory_plan(pg: PGraph, mem: Plan) -> dict[str, Any]:
@@ -310,7 +337,7 @@ def runtime_state_bytes(board: Board) -> int | None:
     gxx = shutil.which("arm-none-eabi-g++")
     if gxx is None or board.core.arch != "cortex-m":  # Xtensa: its compiler is Cadence's, not here
         return None
-    firmware = Path(__file__).resolve().parents[2] / "firmware"
+    firmware = FIRMWARE
     digest = hashlib.sha256()
     for h in sorted((firmware / "core").glob("*.h")):
         digest.update(h.read_bytes())
@@ -477,9 +504,9 @@ def format_report(r: dict[str, Any]) -> str:
     if wf and wf["int8_bytes"]:
         lines.append(f"  weights: {wf['bytes']:,} B as stored ({wf['int4_layers']} int4 layers); "
                      f"{wf['int8_bytes']:,} B at int8, {wf['float32_bytes']:,} B at float32")
-    if r.get("ethos_u"):
-        lines += ["", format_npu_report(r["ethos_u"]).rstrip("\n")]
-    if r.get("hifi"):
-        lines += ["", format_hifi_report(r["hifi"]).rstrip("\n")]
+    for name in r.get("backends", []):
+        b = backends.get(name)
+        if r.get(b.report_key or b.name):
+            lines += ["", b.format_report(r[b.report_key or b.name]).rstrip("\n")]
     lines.append("")
     return "\n".join(lines)

@@ -30,9 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import serialize
-from .build import FIRMWARE, REPO, runtime_sources
+from .builder import kernel_table
 from .errors import BuildError, TorchMCUError
+from .sources import FIRMWARE, REPO, runtime_sources
 
 CACHE = REPO / "build" / "fuzz"
 FUZZ_SOURCE = FIRMWARE / "host" / "fuzz_program.cc"
@@ -105,7 +105,7 @@ def build_fuzzer(defines: Sequence[str] = (), cache_dir: str | Path | None = Non
     cxx = _require_toolchain()
     sources = fuzzer_sources()
     flags = [*FLAGS, *(f"-D{d}" for d in defines)]
-    table = serialize.kernel_table_source(None)
+    table = kernel_table.kernel_table_source(None)
     version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
     digest = hashlib.sha256()
     for s in sources:

@@ -94,7 +94,7 @@ int finish(int status, uint32_t samples) {
 }
 
 // "tmcu: npu <partition> cycles=<c> <counter>=<n> ..." after a delegate's
-// call, when the delegate measured it (torchmcu.fvp.parse_npu reads it).
+// call, when the delegate measured it (torchmcu.sim.fvp.parse_npu reads it).
 void write_delegate_sample() {
   tmcu_delegate_sample s;
   if (tmcu_delegate_take_sample == nullptr || tmcu_delegate_take_sample(&s) == 0) return;

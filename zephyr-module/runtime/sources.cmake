@@ -1,6 +1,6 @@
 # The runtime's sources, relative to firmware/: the one place the Zephyr
 # module names them. tests/test_zephyr.py checks these lists against
-# aot/torchmcu/build.py (CORE_SOURCES, APP_SOURCES, kernel_sources(), the
+# aot/torchmcu/sources.py (CORE_SOURCES, APP_SOURCES, kernel_sources(), the
 # CMSIS-NN kernels and DELEGATE_SOURCES), so a file added, renamed or removed
 # there fails the test until it is listed here too.
 

@@ -57,11 +57,11 @@ def cmd_arrays(args: argparse.Namespace) -> None:
 
 
 def cmd_kernel_table(args: argparse.Namespace) -> None:
-    from torchmcu import serialize
+    from torchmcu.builder import kernel_table
 
     listing = Path(args.model_dir) / "kernels.txt"
     codes = [line.strip() for line in listing.read_text().splitlines() if line.strip()]
-    Path(args.out).write_text(serialize.kernel_table_source(codes, args.kernels))
+    Path(args.out).write_text(kernel_table.kernel_table_source(codes, args.kernels))
 
 
 def _load_inputs(path: Path) -> list[np.ndarray]:
@@ -72,7 +72,7 @@ def _load_inputs(path: Path) -> list[np.ndarray]:
 
 
 def cmd_io_blob(args: argparse.Namespace) -> None:
-    from torchmcu import runner
+    from torchmcu.sim import runner
 
     meta = runner.load_meta(args.model_dir)
     samples = runner.split_samples(meta, _load_inputs(Path(args.input)))

@@ -1,7 +1,7 @@
 // Board support for an Ethos-U beside the core (boards with an [npu] table:
 // the Corstone-300/310/320 systems): the driver object, its start at
 // platform init, the NPU's interrupt, and the driver's heap-free OS hooks.
-// Built with the Ethos-U core driver only (torchmcu.build), with the
+// Built with the Ethos-U core driver only (torchmcu.backends.ethos_u.build), with the
 // board's -D flags: TMCU_BOARD_NPU_BASE (register block) and
 // TMCU_BOARD_NPU_IRQ (its external interrupt number; startup.cc puts
 // tmcu_npu_irq_handler in that slot of the vector table).

@@ -1,5 +1,5 @@
 // The Ethos-U delegate's blob and its load-time check. The blob is what
-// torchmcu.ethos_u.blob writes for one NPU partition (the layout is
+// torchmcu.backends.ethos_u.blob writes for one NPU partition (the layout is
 // documented there), read in place from the program's constant segment:
 //
 //   header (48 bytes): "TMEU", version, header bytes, accelerator, flags,

@@ -2,7 +2,7 @@
 // ETHOS_U): `check` is ethos_u::check (blob.h) and runs when the method
 // loads; `invoke` drives the NPU through the Ethos-U core driver, once per
 // inference. Built only when the program uses it and the driver is known
-// (TORCHMCU_ETHOSU_DRIVER_DIR; torchmcu.build).
+// (TORCHMCU_ETHOSU_DRIVER_DIR; torchmcu.backends.ethos_u.build).
 #ifndef TORCHMCU_DELEGATES_ETHOS_U_KERNELS_H_
 #define TORCHMCU_DELEGATES_ETHOS_U_KERNELS_H_
 

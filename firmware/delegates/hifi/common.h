@@ -22,7 +22,7 @@ inline Error status(WORD32 rc) { return rc == 0 ? Error::Ok : Error::DelegateFai
 /// kernels do) are ones the portable kernel computes with: multiplier in
 /// [0, 2^31), shift in [-31, 30], a bias the accumulator has room for. There
 /// nnlib's requantization (double-rounding build) is the reference's, bit for
-/// bit (aot/torchmcu/hifi/nnlib.py); elsewhere the portable kernel outputs
+/// bit (aot/torchmcu/backends/hifi/nnlib.py); elsewhere the portable kernel outputs
 /// zeros, and so must this kernel: it then runs the portable one.
 /// `terms * per_term` bounds the accumulator's products, as for the portable kernel.
 inline bool requant_exact(const OpContext& ctx, int32_t channels, int32_t num_requant, int64_t terms,

@@ -1,7 +1,7 @@
 // CONV2D_S8 on xa_nn_conv2d_per_chan_sym8sxasym8s and DEPTHWISE_CONV2D_S8 on
 // xa_nn_conv2d_depthwise_per_chan_sym8sxasym8s, NHWC (data format 0), batch
 // 1. Operands: x (NHWC), w (OHWI / [1, kh, kw, C*m]), bias, multiplier, shift
-// (int32 [oc]), scratch (int8, planned by aot/torchmcu/hifi/partition.py).
+// (int32 [oc]), scratch (int8, planned by aot/torchmcu/backends/hifi/partition.py).
 #include "delegates/hifi/common.h"
 #include "delegates/hifi/kernels.h"
 

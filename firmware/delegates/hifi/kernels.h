@@ -11,7 +11,7 @@
 // invoke: a non-zero nnlib return code becomes Error::DelegateFailed) calls
 // nnlib when the requantization values, read each run as the portable kernels
 // read them, are in the reference's range, where nnlib computes exactly the
-// reference's bits (aot/torchmcu/hifi/nnlib.py), and the portable kernel
+// reference's bits (aot/torchmcu/backends/hifi/nnlib.py), and the portable kernel
 // otherwise (which then outputs zeros, as it defines for such values); the
 // compiler's report marks the same ops "hifi". nnlib has no fused activation:
 // the clamp is a second pass. No heap: nnlib works in the op's planned scratch.

@@ -1,6 +1,6 @@
 // Firmware entry for an Xtensa core under Cadence's ISS (xt-run): the compiled
 // model (model_pte.h, model_arenas.h) run over the io blob, which the runner
-// passes as the program's first argument (torchmcu.xtsim). With the core's
+// passes as the program's first argument (torchmcu.sim.xtrun). With the core's
 // "sim" linker support package the C library's open/read/write reach host
 // files and the console through simulator calls. The blob is read into a
 // static buffer the size of the board's io window with open/read, not stdio,

@@ -9,7 +9,7 @@
 // CMSIS-NN, or the portable run for the shapes CMSIS-NN has no kernel for
 // (broadcasting add/mul, windows that may be empty, very wide softmax rows).
 // Same bits as the portable kernels in every case. No heap: scratch comes from
-// the op's planned scratch operand (sized by aot/torchmcu/cmsis_nn.py for
+// the op's planned scratch operand (sized by aot/torchmcu/backends/cmsis_nn/scratch.py for
 // every ISA), the only exception being avg pool's per-channel accumulator on
 // DSP cores, a fixed stack array.
 #ifndef TORCHMCU_KERNELS_CMSIS_NN_KERNELS_H_

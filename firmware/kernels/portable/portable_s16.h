@@ -1,7 +1,7 @@
 // a16w8 portable kernels: int16 activations (symmetric, zero point 0) with
 // int8 weights, the integer arithmetic of CMSIS-NN's s16 kernels and of
 // TensorFlow Lite Micro's int16x8 reference kernels, bit for bit.
-// aot/torchmcu/reference.py (the *_s16 functions) is the NumPy twin.
+// aot/torchmcu/reference/ (the *_s16 functions) is the NumPy twin.
 //
 // Layouts as the int8 kernels (portable_s8.h): activations NHWC, convolution
 // weights OHWI, depthwise weights [1][kh][kw][out_channels]. Zero points are

@@ -1,5 +1,5 @@
 // Int8 portable kernels: the integer arithmetic of CMSIS-NN and of TensorFlow
-// Lite Micro's reference kernels, bit for bit. aot/torchmcu/reference.py is
+// Lite Micro's reference kernels, bit for bit. aot/torchmcu/reference/ is
 // the NumPy twin of every function here and the expectation the tests use.
 //
 // Layouts as in portable_f32.h: activations NHWC, convolution weights OHWI,

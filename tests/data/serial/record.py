@@ -4,7 +4,7 @@
 
 Compiles the digits MLP (examples/digits.py) for mps3-an547, builds its
 firmware, and runs in QEMU exactly the requests `torchmcu run --device` sends
-(torchmcu.serial_device.request_blobs: one io blob per sample, the first
+(torchmcu.sim.serial.request_blobs: one io blob per sample, the first
 profiled) for the first held-out test digits. It writes, beside this script:
 
     session.json    each request (hex) and the firmware's UART output for it
@@ -44,11 +44,9 @@ def main() -> int:
     args = ap.parse_args()
     sys.path.insert(0, str(REPO / "examples"))
     import digits
-
-    from torchmcu import runner
     from torchmcu.boards import load_board
-    from torchmcu.serial_device import request_blobs
-    from torchmcu.sim import run_qemu
+    from torchmcu.sim import run_qemu, runner
+    from torchmcu.sim.serial import request_blobs
 
     with tempfile.TemporaryDirectory() as tmp:
         build = Path(args.build or Path(tmp) / "digits")

@@ -1,7 +1,7 @@
 /* Keyword spotting with torchmcu on Zephyr: the DS-CNN compiled by the
  * module's model hook runs over the input compiled into the image, and the
  * line-protocol app of firmware/app prints the result ("tmcu: ..." lines that
- * torchmcu.runner parses, the same as on torchmcu's bare-metal boards). */
+ * torchmcu.sim.runner parses, the same as on torchmcu's bare-metal boards). */
 #include <zephyr/kernel.h>
 #include <zephyr/sys/printk.h>
 

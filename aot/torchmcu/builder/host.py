@@ -1,0 +1,67 @@
+"""The host runner: the runtime and every portable kernel built for this
+machine (g++, optionally with AddressSanitizer and UBSan), for tests and
+`torchmcu run --sim host`."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+from ..boards import Board
+from ..errors import BuildError
+from ..sources import FIRMWARE, REPO, runtime_sources
+from ..toolchain import require
+from .kernel_table import available_kernels, kernel_table_source
+
+VERIFY_LEVELS = ("full", "minimal")
+
+
+def build_host_runner(sanitize: bool = True, cache_dir: str | Path | None = None,
+                      ethos_u: Board | None = None, verify: str = "full") -> Path:
+    """The host runner `tmcu_host PROGRAM.pte IO.bin`, every kernel linked,
+    cached by the hash of its sources and flags. With `ethos_u` (a board with
+    an NPU), also the Ethos-U delegate's load-time check for that NPU, whose
+    invoke reports that the host has none (firmware/host/ethos_u_host.cc):
+    for tests of the delegate's validation. Without, a program with Ethos-U
+    calls is refused at load (KernelMissing). `verify` as build_firmware's."""
+    if verify not in VERIFY_LEVELS:
+        raise BuildError(f"unknown verification {verify!r}; choose one of {', '.join(VERIFY_LEVELS)}")
+    cxx = require("g++")
+    sources = [*runtime_sources(), FIRMWARE / "host" / "main_host.cc", FIRMWARE / "host" / "platform_host.cc"]
+    flags = ["-std=c++17", "-O1", "-g", "-fno-rtti", "-fno-exceptions", "-Wall", "-Wextra", "-Werror",
+             f"-I{FIRMWARE}", f"-I{FIRMWARE / 'include'}"]
+    if sanitize:
+        flags += ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+    if verify == "minimal":
+        flags.append("-DTORCHMCU_VERIFY=0")
+    codes = None
+    if ethos_u is not None:
+        if ethos_u.npu is None:
+            raise BuildError(f"board {ethos_u.name} has no NPU")
+        sources += [FIRMWARE / "delegates" / "ethos_u" / "blob.cc", FIRMWARE / "host" / "ethos_u_host.cc"]
+        flags += [f"-D{k}={v}" for k, v in ethos_u.npu.defines.items()]
+        codes = [*available_kernels(), "ETHOS_U"]
+    table = kernel_table_source(codes)
+    digest = hashlib.sha256()
+    for s in sources:
+        digest.update(s.read_bytes())
+    for h in sorted(FIRMWARE.rglob("*.h")):
+        digest.update(h.read_bytes())
+    digest.update(table.encode())
+    digest.update(" ".join(flags).encode())
+    cache = Path(cache_dir) if cache_dir else REPO / "build" / "host"
+    variant = ("_ethos_u" if ethos_u is not None else "") + ("_minimal" if verify == "minimal" else "")
+    exe = cache / f"tmcu_host{variant}-{digest.hexdigest()[:16]}"
+    if exe.exists():
+        return exe
+    cache.mkdir(parents=True, exist_ok=True)
+    table_src = cache / f"kernel_table{variant or '_all'}.cc"
+    table_src.write_text(table)
+    tmp = exe.with_suffix(".tmp")
+    proc = subprocess.run([cxx, *flags, *map(str, sources), str(table_src), "-o", str(tmp)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"host runner build failed:\n{proc.stderr}")
+    tmp.rename(exe)
+    return exe

@@ -1,0 +1,317 @@
+"""Each program op as TFLite operators, by op family (the families of
+torchmcu.passes.lowering): one mixin class each, combined with the core in
+export.py. A method op_<code> exports the op code <CODE>."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ... import reference as ref
+from .exporter import ExporterBase
+from .program import ExportError, _f32, weight_scales
+
+
+class ConvOps(ExporterBase):
+    """Convolution, fully connected and matrix products."""
+
+    def _conv(self, index, op, p, ins, out, depthwise: bool, quant: bool) -> None:
+        P = self.p
+        xt, wt, bt = op["inputs"][:3]
+        x_dims, o_dims = P.tensors[xt]["dims"], P.tensors[op["outputs"][0]]["dims"]
+        w = P.const(wt)
+        kh, kw = w.shape[1], w.shape[2]
+        if not depthwise and not quant and p.get("groups", 1) != 1:
+            raise ExportError(f"{P.describe(index)}: grouped convolution (groups {p['groups']}) has no TFLite "
+                              "CONV_2D form that TFLite Micro runs")
+        if not depthwise and w.shape[3] != x_dims[3]:
+            raise ExportError(f"{P.describe(index)}: weight input channels {w.shape[3]} != {x_dims[3]}")
+        padding, pads = self.padding(x_dims[1:3], (kh, kw), (p["stride_h"], p["stride_w"]),
+                                     (p["dilation_h"], p["dilation_w"]), (p["pad_top"], p["pad_left"]),
+                                     o_dims[1:3])
+        x = ins[0] if pads is None else self.pad(ins[0], pads)
+        name = P.tensors[wt]["name"]
+        if quant:
+            s_in, zp_in = P.qparams(xt)
+            s_w = weight_scales(P, index)
+            wq = self.weights(wt, w, s_w, 3 if depthwise else 0)
+            bias = None
+            wide = op["code"].endswith("_S16")  # int16x8: int64 bias
+            if bt >= 0:
+                bias = self.const_tensor(P.tensors[bt]["name"], P.const(bt).astype(np.int64 if wide else np.int32),
+                                         "int64" if wide else "int32", _f32(s_in) * s_w.astype(np.float64),
+                                         [0] * len(s_w), 0)
+            act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
+            dtype = "int16" if wide else "int8"
+        else:
+            wq = self.const_tensor(name, w, "float32")
+            bias = None if bt < 0 else self.const_tensor(P.tensors[bt]["name"], P.const(bt), "float32")
+            act, bounds = self.float_act(p)
+            dtype = "float32"
+        opts: dict[str, Any] = dict(padding=padding, stride_h=p["stride_h"], stride_w=p["stride_w"],
+                                    dilation_h_factor=p["dilation_h"], dilation_w_factor=p["dilation_w"],
+                                    fused_activation_function=act)
+        if depthwise:
+            opts["depth_multiplier"] = p["multiplier"]
+        opcode = "DEPTHWISE_CONV_2D" if depthwise else "CONV_2D"
+        self.with_clamp(lambda o: self.w.add_op(opcode, [x, wq, -1 if bias is None else bias], [o], opts),
+                        out, bounds, dtype)
+    def op_conv2d_s8(self, index, op, p, ins, out):
+        self._conv(index, op, p, ins, out, depthwise=False, quant=True)
+    def op_depthwise_conv2d_s8(self, index, op, p, ins, out):
+        self._conv(index, op, p, ins, out, depthwise=True, quant=True)
+    op_conv2d_s16 = op_conv2d_s8
+    op_depthwise_conv2d_s16 = op_depthwise_conv2d_s8
+    # W4A8: the int8 ops with TFLite INT4 weights (TFLite Micro unpacks them).
+    op_conv2d_s4 = op_conv2d_s8
+    op_depthwise_conv2d_s4 = op_depthwise_conv2d_s8
+    def op_linear_s16(self, index, op, p, ins, out):
+        P = self.p
+        xt, wt, bt = op["inputs"][:3]
+        w = P.const(wt)
+        s_in, _ = P.qparams(xt)
+        s_w = weight_scales(P, index)
+        wq = self.const_tensor(P.tensors[wt]["name"], w, "int8", s_w, [0] * len(s_w), 0)
+        bias = np.zeros(w.shape[0], np.int64) if bt < 0 else P.const(bt).astype(np.int64)
+        b = self.const_tensor(P.tensors[bt]["name"] if bt >= 0 else f"{op['name']}_bias", bias, "int64",
+                              _f32(s_in) * s_w.astype(np.float64), [0] * len(s_w), 0)
+        act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
+        self.with_clamp(lambda o: self.w.add_op("FULLY_CONNECTED", [ins[0], wq, b], [o], self._fc_opts(op, act)),
+                        out, bounds, "int16")
+    def op_conv2d_f32(self, index, op, p, ins, out):
+        self._conv(index, op, p, ins, out, depthwise=False, quant=False)
+    def op_depthwise_conv2d_f32(self, index, op, p, ins, out):
+        self._conv(index, op, p, ins, out, depthwise=True, quant=False)
+    def _fc_opts(self, op, act) -> dict:
+        keep = len(self.p.tensors[op["outputs"][0]]["dims"]) > 2
+        return dict(fused_activation_function=act, keep_num_dims=keep)
+    def op_linear_s8(self, index, op, p, ins, out):
+        P = self.p
+        xt, wt, bt = op["inputs"][:3]
+        w = P.const(wt)
+        s_in, _ = P.qparams(xt)
+        s_w = weight_scales(P, index)
+        # TFLite Micro refuses INT4 filters in a per-channel FULLY_CONNECTED
+        # (fully_connected_common.cc): LINEAR_S4's values go in widened to
+        # int8, the same products.
+        wq = self.weights(wt, w, s_w, 0, int4=False)
+        folded = np.zeros(w.shape[0], np.int64) if bt < 0 else P.const(bt).astype(np.int64)
+        # LINEAR_S8's bias has input_offset * sum(w) folded in; FULLY_CONNECTED adds the offset itself.
+        bias = folded - int(p["input_offset"]) * w.astype(np.int64).sum(1)
+        if bias.min() < ref.INT32_MIN or bias.max() > ref.INT32_MAX:
+            raise ExportError(f"{P.describe(index)}: the unfolded bias does not fit int32")
+        b = self.const_tensor(P.tensors[bt]["name"] if bt >= 0 else f"{op['name']}_bias", bias.astype(np.int32),
+                              "int32", _f32(s_in) * s_w.astype(np.float64), [0] * len(s_w), 0)
+        act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
+        self.with_clamp(lambda o: self.w.add_op("FULLY_CONNECTED", [ins[0], wq, b], [o], self._fc_opts(op, act)),
+                        out, bounds, "int8")
+    def op_linear_s4(self, index, op, p, ins, out):
+        self.op_linear_s8(index, op, p, ins, out)
+    def op_linear_f32(self, index, op, p, ins, out):
+        P = self.p
+        wt, bt = op["inputs"][1], op["inputs"][2] if len(op["inputs"]) > 2 else -1
+        wq = self.const_tensor(P.tensors[wt]["name"], P.const(wt), "float32")
+        b = -1 if bt < 0 else self.const_tensor(P.tensors[bt]["name"], P.const(bt), "float32")
+        act, bounds = self.float_act(p)
+        self.with_clamp(lambda o: self.w.add_op("FULLY_CONNECTED", [ins[0], wq, b], [o], self._fc_opts(op, act)),
+                        out, bounds, "float32")
+    def op_batch_matmul_s8(self, index, op, p, ins, out):
+        # TFLite's BATCH_MATMUL has no fused activation: a narrower range clamps afterwards.
+        bounds = () if (p["act_min"], p["act_max"]) == (-128, 127) else (p["act_min"], p["act_max"])
+        self.with_clamp(lambda o: self.w.add_op("BATCH_MATMUL", ins[:2], [o], dict(adj_x=False, adj_y=False)),
+                        out, bounds, "int8")
+    def op_batch_matmul_f32(self, index, op, p, ins, out):
+        self.w.add_op("BATCH_MATMUL", ins[:2], [out], dict(adj_x=False, adj_y=False))
+
+
+class PoolResizeOps(ExporterBase):
+    """Pooling and resizing."""
+
+    def _pool(self, index, op, p, ins, out, opcode, quant):
+        P = self.p
+        x_dims, o_dims = P.tensors[op["inputs"][0]]["dims"], P.tensors[op["outputs"][0]]["dims"]
+        if p.get("dilation_h", 1) != 1 or p.get("dilation_w", 1) != 1:
+            raise ExportError(f"{P.describe(index)}: dilated pooling has no TFLite form")
+        if p.get("divisor_override"):
+            raise ExportError(f"{P.describe(index)}: divisor_override has no TFLite form")
+        k, s = (p["kernel_h"], p["kernel_w"]), (p["stride_h"], p["stride_w"])
+        padding, pads = self.padding(x_dims[1:3], k, s, (1, 1), (p["pad_top"], p["pad_left"]), o_dims[1:3])
+        x = ins[0]
+        if pads is not None:
+            if opcode == "MAX_POOL_2D":  # padded taps never win: the lowest value
+                x = self.pad(x, pads, (-32768 if self._int_dtype(op) == "int16" else -128) if quant else -np.inf)
+            elif not quant and p.get("count_include_pad", True):
+                x = self.pad(x, pads)  # zeros that count, as PyTorch's count_include_pad
+            else:
+                raise ExportError(f"{P.describe(index)}: average pooling with padding {pads} that TFLite's "
+                                  "SAME/VALID cannot express (TFLite divides by the in-bounds taps)")
+        elif padding == "SAME" and not quant and opcode == "AVERAGE_POOL_2D" and p.get("count_include_pad", True) \
+                and (p["pad_top"] or p["pad_left"]):
+            raise ExportError(f"{P.describe(index)}: count_include_pad average pooling with padding")
+        if quant:
+            act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
+        else:
+            act, bounds = self.float_act(p)
+        opts = dict(padding=padding, stride_h=s[0], stride_w=s[1], filter_height=k[0], filter_width=k[1],
+                    fused_activation_function=act)
+        self.with_clamp(lambda o: self.w.add_op(opcode, [x], [o], opts), out, bounds,
+                        self._int_dtype(op) if quant else "float32")
+    def op_max_pool2d_s8(self, index, op, p, ins, out):
+        self._pool(index, op, p, ins, out, "MAX_POOL_2D", True)
+    def op_avg_pool2d_s8(self, index, op, p, ins, out):
+        self._pool(index, op, p, ins, out, "AVERAGE_POOL_2D", True)
+    op_max_pool2d_s16 = op_max_pool2d_s8
+    op_avg_pool2d_s16 = op_avg_pool2d_s8
+    def op_max_pool2d_f32(self, index, op, p, ins, out):
+        self._pool(index, op, p, ins, out, "MAX_POOL_2D", False)
+    def op_avg_pool2d_f32(self, index, op, p, ins, out):
+        self._pool(index, op, p, ins, out, "AVERAGE_POOL_2D", False)
+
+
+class ElementwiseOps(ExporterBase):
+    """Element-wise ops, activations and conversions."""
+
+    def op_quantize_s16(self, index, op, p, ins, out):
+        self.w.add_op("QUANTIZE", [ins[0]], [out])
+    def op_dequantize_s16(self, index, op, p, ins, out):
+        self.w.add_op("DEQUANTIZE", [ins[0]], [out])
+    def _binary(self, index, op, p, ins, out, opcode, quant):
+        ins = [self.constant(t) if self.p.is_const(t) else i for t, i in zip(op["inputs"], ins)]
+        if quant:
+            act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
+        else:
+            act, bounds = self.float_act(p)
+        self.with_clamp(lambda o: self.w.add_op(opcode, ins[:2], [o], dict(fused_activation_function=act)),
+                        out, bounds, self._int_dtype(op) if quant else "float32")
+    def _int_dtype(self, op) -> str:
+        return "int16" if self.p.tensors[op["outputs"][0]]["dtype"] == "I16" else "int8"
+    def op_add_s8(self, index, op, p, ins, out):
+        self._binary(index, op, p, ins, out, "ADD", True)
+    def op_mul_s8(self, index, op, p, ins, out):
+        self._binary(index, op, p, ins, out, "MUL", True)
+    def op_add_f32(self, index, op, p, ins, out):
+        self._binary(index, op, p, ins, out, "ADD", False)
+    def op_mul_f32(self, index, op, p, ins, out):
+        self._binary(index, op, p, ins, out, "MUL", False)
+    # int16x8: the same TFLite ops on int16 tensors (_int_dtype, the pools' quantization).
+    op_add_s16 = op_add_s8
+    op_mul_s16 = op_mul_s8
+    def op_requantize(self, index, op, p, ins, out):  # TFLite's QUANTIZE from an integer input
+        self.w.add_op("QUANTIZE", [ins[0]], [out])
+    def op_clamp_s8(self, index, op, p, ins, out):
+        # TFLM's int8 RELU requantizes input -> output scale (exact when they are equal, as verify_derived
+        # checks) and clamps at [max(-128, zp), 127]; RELU6 at [zp, zp + round(6 / scale)].
+        act, bounds = self.fused_act(p["min"], p["max"], op["outputs"][0])
+        if act == "NONE":
+            self.clamp(ins[0], out, bounds, "int8")
+        else:
+            self.w.add_op(act, [ins[0]], [out])
+    def op_clamp_f32(self, index, op, p, ins, out):
+        act, bounds = self.float_act(p, "min", "max")
+        if act == "NONE":
+            self.clamp(ins[0], out, bounds, "float32")
+        else:
+            self.w.add_op(act, [ins[0]], [out])
+    def op_lut_s8(self, index, op, p, ins, out):
+        P = self.p
+        table = P.const(op["inputs"][1]).ravel()
+        s_in, zp_in = P.qparams(op["inputs"][0])
+        s_out, zp_out = P.qparams(op["outputs"][0])
+        # TFLite's int8 LOGISTIC and TANH have fixed output quantizations (TFLM refuses other
+        # LOGISTIC outputs and silently assumes TANH's).
+        fns = {"LOGISTIC": (lambda v: 1.0 / (1.0 + np.exp(-v)), (1.0 / 256, -128)),
+               "TANH": (np.tanh, (1.0 / 128, 0))}
+        for opcode, (fn, qout) in fns.items():
+            if np.array_equal(table, ref.lut_table(fn, s_in, zp_in, s_out, zp_out)):
+                if (s_out, zp_out) != qout:
+                    raise ExportError(f"{P.describe(index)}: a {opcode.lower()} table with output quantization "
+                                      f"({s_out:g}, {zp_out}); TFLite's int8 {opcode} requires "
+                                      f"({qout[0]:g}, {qout[1]})")
+                self.w.add_op(opcode, [ins[0]], [out])
+                return
+        if np.array_equal(table, ref.lut_table(ref.hardswish, s_in, zp_in, s_out, zp_out)):
+            raise ExportError(f"{P.describe(index)}: a hardswish table: TFLite's int8 HARD_SWISH is a "
+                              "fixed-point approximation that differs from it by 1 LSB on some inputs, so no "
+                              "TFLite op computes it exactly")
+        raise ExportError(f"{P.describe(index)}: the table is neither the sigmoid's nor tanh's at its "
+                          "quantization: no TFLite op computes it")
+    def op_hardswish_f32(self, index, op, p, ins, out):
+        self.w.add_op("HARD_SWISH", [ins[0]], [out])
+    def op_maximum_s8(self, index, op, p, ins, out):
+        self.w.add_op("MAXIMUM", ins[:2], [out])
+    def op_minimum_s8(self, index, op, p, ins, out):
+        self.w.add_op("MINIMUM", ins[:2], [out])
+    def _max_min_f32(self, op, p, ins, out, opcode):
+        ins = [self.constant(t) if self.p.is_const(t) else i for t, i in zip(op["inputs"], ins)]
+        act, bounds = self.float_act(p)
+        if act != "NONE":  # MAXIMUM/MINIMUM have no fused activation
+            bounds = (float(p.get("act_min", -math.inf)), float(p.get("act_max", math.inf)))
+        self.with_clamp(lambda o: self.w.add_op(opcode, ins[:2], [o]), out, bounds, "float32")
+    def op_maximum_f32(self, index, op, p, ins, out):
+        self._max_min_f32(op, p, ins, out, "MAXIMUM")
+    def op_minimum_f32(self, index, op, p, ins, out):
+        self._max_min_f32(op, p, ins, out, "MINIMUM")
+    def op_sigmoid_f32(self, index, op, p, ins, out):
+        self.w.add_op("LOGISTIC", [ins[0]], [out])
+    def op_tanh_f32(self, index, op, p, ins, out):
+        self.w.add_op("TANH", [ins[0]], [out])
+    def op_quantize_s8(self, index, op, p, ins, out):
+        self.w.add_op("QUANTIZE", [ins[0]], [out])
+    def op_dequantize_s8(self, index, op, p, ins, out):
+        self.w.add_op("DEQUANTIZE", [ins[0]], [out])
+
+
+class ReduceOps(ExporterBase):
+    """Reductions and softmax."""
+
+    def op_softmax_s8(self, index, op, p, ins, out):
+        self.w.add_op("SOFTMAX", [ins[0]], [out], dict(beta=1.0))
+    def op_softmax_s16(self, index, op, p, ins, out):  # TFLM builds its own tables (the program's are the same)
+        self.w.add_op("SOFTMAX", [ins[0]], [out], dict(beta=1.0))
+    def op_softmax_f32(self, index, op, p, ins, out):
+        rank = len(self.p.tensors[op["inputs"][0]]["dims"])
+        if p["axis"] != rank - 1:
+            raise ExportError(f"{self.p.describe(index)}: softmax over axis {p['axis']} of {rank} (TFLite's "
+                              "SOFTMAX is over the last axis)")
+        self.w.add_op("SOFTMAX", [ins[0]], [out], dict(beta=1.0))
+    def op_mean_f32(self, index, op, p, ins, out):
+        rank = len(self.p.tensors[op["inputs"][0]]["dims"])
+        axes = [d for d in range(rank) if p["axis_mask"] >> d & 1]
+        keep = len(self.p.tensors[op["outputs"][0]]["dims"]) == rank
+        self.w.add_op("MEAN", [ins[0], self.int_vector("axes", axes)], [out], dict(keep_dims=keep))
+
+
+class ShapeViewsOps(ExporterBase):
+    """Shape and data movement."""
+
+    def op_pad(self, index, op, p, ins, out):
+        P = self.p
+        t = P.tensors[op["outputs"][0]]
+        src = self.constant(op["inputs"][0]) if P.is_const(op["inputs"][0]) else ins[0]
+        paddings = self.int_vector("paddings", [[b, a] for b, a in zip(p["before"], p["after"])])
+        if t["dtype"] == "I8":
+            value, default = p.get("qvalue", 0), int(t["zero_point"])  # TFLite's PAD pads int8 with the zero point
+        elif t["dtype"] == "F32":
+            value, default = p.get("value", 0.0), 0.0
+        else:
+            raise ExportError(f"{P.describe(index)}: padding a {t['dtype']} tensor")
+        if value == default:
+            self.w.add_op("PAD", [src, paddings], [out])
+        else:
+            if t["dtype"] == "I8":
+                v = self.const_tensor("pad_value", np.asarray([value], np.int8), "int8", float(t["scale"]),
+                                      int(t["zero_point"]))
+            else:
+                v = self.const_tensor("pad_value", np.asarray([value], np.float32), "float32")
+            self.w.add_op("PADV2", [src, paddings, v], [out])
+    def op_permute(self, index, op, p, ins, out):
+        self.w.add_op("TRANSPOSE", [ins[0], self.int_vector("perm", p["perm"])], [out])
+    def op_concat(self, index, op, p, ins, out):
+        ins = [self.constant(t) if self.p.is_const(t) else i for t, i in zip(op["inputs"], ins)]
+        self.w.add_op("CONCATENATION", ins, [out], dict(axis=p["axis"], fused_activation_function="NONE"))
+    def op_copy(self, index, op, p, ins, out):
+        src = self.constant(op["inputs"][0]) if self.p.is_const(op["inputs"][0]) else ins[0]
+        shape = self.w._tensors[out]["shape"]
+        self.w.add_op("RESHAPE", [src, self.int_vector("shape", shape)], [out], {"new_shape": shape})

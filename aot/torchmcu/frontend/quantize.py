@@ -1,0 +1,342 @@
+"""Quantization: a backend-aware PT2E quantizer and the calibration driver.
+
+The scheme is the one CMSIS-NN and TensorFlow Lite Micro run natively:
+activations int8 asymmetric per tensor; weights int8 symmetric per output
+channel (-127..127, zero point 0); bias int32 at s_in * s_w[c] (computed
+when lowering, from the float bias, as TFLite's converter does); softmax
+and sigmoid outputs at scale 1/256, zero point -128; tanh at 1/128, 0;
+pass-through ops (pools, reshapes, permutes, concat, constant padding,
+maximum/minimum) share their input's quantization, so they run on the int8
+bytes with no requantization. hardswish's output is calibrated (an int8
+table); a matmul of two activations is TFLite's int8 BATCH_MATMUL, and a
+matmul by a 2-D parameter a linear layer (weights per output column).
+
+W4A8 (weights="int4"): the weights of conv, depthwise conv and linear layers
+are int4, symmetric per output channel in the narrow range -7..7 (zero point
+0; -8 is left out as TFLite's converter does for its int4 weights, so the
+grid stays symmetric and the .tflite export keeps the same values); they
+are stored as int8 tensors holding values in that range, packed two per
+byte when lowered. Activations and every other op stay int8.
+
+A16W8 (activations="int16"): activations int16, symmetric (zero point 0,
+-32767..32767, as CMSIS-NN's s16 kernels and TFLite's int16x8 scheme
+require), weights int8 per output channel as at int8 (CMSIS-NN's
+arm_fully_connected_s16 takes one multiplier: its wrapper runs one output
+row at a time); softmax, sigmoid and tanh outputs at 1/32768. Ops without an int16 kernel run in float between
+DEQUANTIZE_S16 / QUANTIZE_S16 (see lower_s16.py).
+
+Mixed precision (precision={"conv1": "int16", "fc": "int4"}): per layer, by
+module path (as in model.named_modules(), e.g. "blocks.0.conv") or graph
+node name, one of int4 (W4A8), int8 or int16 (a16w8) for that op's weights
+and output (a fused activation follows its conv/linear); every other op
+takes the default scheme. Where a consumer's precision differs from its
+producer's, PT2E quantizes the edge again; lowering makes that one integer
+REQUANTIZE op (lower_s16.fold_requantize).
+
+A conv or linear followed by ReLU/ReLU6/hardtanh is annotated as one
+pattern (its output quantized after the activation), so the activation
+fuses into the int8 kernel's clamp.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch.fx import Node
+
+from ..errors import TorchMCUError
+
+aten = torch.ops.aten
+
+
+def _quiet_torchao() -> None:
+    """Import torchao without its notes about optional GPU extensions it
+    cannot load on a CPU-only machine (they concern nothing torchmcu uses)."""
+    import logging
+
+    loggers = [logging.getLogger(n) for n in ("torchao", "torch.utils._pytree")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        import torchao.quantization.pt2e  # noqa: F401
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _specs(weights: str = "int8", activations: str = "int8"):
+    _quiet_torchao()
+    from torchao.quantization.pt2e import MinMaxObserver, PerChannelMinMaxObserver
+    from torchao.quantization.pt2e.quantizer import FixedQParamsQuantizationSpec, QuantizationSpec
+
+    eps = 2.0 ** -12  # keeps a constant tensor's scale finite
+    qmax = WEIGHT_QMAX[weights]
+    weight = QuantizationSpec(dtype=torch.int8, quant_min=-qmax, quant_max=qmax,
+                              qscheme=torch.per_channel_symmetric, ch_axis=0, is_dynamic=False,
+                              observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(eps=eps))
+    if activations == "int16":  # symmetric, zero point 0 (CMSIS-NN s16, TFLite int16x8)
+        act = QuantizationSpec(dtype=torch.int16, quant_min=-32767, quant_max=32767,
+                               qscheme=torch.per_tensor_symmetric, is_dynamic=False,
+                               observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=2.0 ** -20))
+
+        def fixed16(scale: float, zero_point: int) -> Any:  # int8's (1/256, -128) or (1/128, 0): int16's 1/32768
+            return FixedQParamsQuantizationSpec(dtype=torch.int16, scale=1 / 32768, zero_point=0, quant_min=-32767,
+                                                quant_max=32767, qscheme=torch.per_tensor_affine)
+
+        return act, weight, fixed16
+    act = QuantizationSpec(dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_tensor_affine,
+                           is_dynamic=False, observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=eps))
+
+    def fixed(scale: float, zero_point: int) -> Any:
+        return FixedQParamsQuantizationSpec(dtype=torch.int8, scale=scale, zero_point=zero_point, quant_min=-128,
+                                            quant_max=127, qscheme=torch.per_tensor_affine)
+
+    return act, weight, fixed
+
+
+WEIGHT_QMAX = {"int8": 127, "int4": 7}  # symmetric narrow range -qmax..qmax
+PRECISIONS = {"int4": ("int4", "int8"), "int8": ("int8", "int8"), "int16": ("int8", "int16")}  # (weights, activations)
+
+
+WEIGHTED = {aten.conv2d.default, aten.conv2d.padding, aten.linear.default}
+ACTIVATIONS = {aten.relu.default, aten.relu6.default, aten.hardtanh.default, aten.clamp.default}
+BINARY = {aten.add.Tensor, aten.mul.Tensor}
+SHARED = {
+    aten.max_pool2d.default, aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim,
+    aten.flatten.using_ints, aten.view.default, aten.reshape.default, aten._unsafe_view.default,
+    aten.permute.default, aten.transpose.int, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
+    aten.unsqueeze.default, aten.dropout.default, aten.clone.default, aten.contiguous.default,
+    aten.pad.default, aten.constant_pad_nd.default,
+}
+# Two inputs and the output at one quantization (int8 max/min of the raw values).
+SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
+# Calibrated output, one activation input (int8 as a table lookup).
+CALIBRATED_UNARY = {aten.hardswish.default}
+MATMUL = {aten.bmm.default, aten.mm.default, aten.matmul.default}
+FIXED_OUTPUT = {  # TFLite's fixed output quantization for these ops
+    aten.softmax.int: (1 / 256, -128), aten._softmax.default: (1 / 256, -128),
+    aten.sigmoid.default: (1 / 256, -128), aten.tanh.default: (1 / 128, 0),
+}
+
+
+def _is_activation(n: Any) -> bool:
+    """A float tensor computed by the graph (not a parameter or a literal)."""
+    if not isinstance(n, Node):
+        return False
+    val = n.meta.get("val")
+    if not isinstance(val, torch.Tensor) or not val.is_floating_point():
+        return False
+    if n.op == "get_attr":
+        return False
+    return True
+
+
+def _make_quantizer_class():
+    _quiet_torchao()
+    from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, Quantizer, SharedQuantizationSpec
+
+    class TorchMCUQuantizer(Quantizer):
+        """int8 for CMSIS-NN / TFLite Micro kernels (see the module docstring)."""
+
+        def __init__(self, skip: set[str] | None = None, weights: str = "int8",
+                     activations: str = "int8", precision: dict[str, str] | None = None) -> None:
+            super().__init__()
+            if weights not in WEIGHT_QMAX:
+                raise TorchMCUError(f"weights={weights!r}: one of {', '.join(WEIGHT_QMAX)}")
+            if activations not in ("int8", "int16") or (activations == "int16" and weights != "int8"):
+                raise TorchMCUError(f"activations={activations!r} with weights={weights!r}: int8 activations, "
+                                    "or int16 with int8 weights (a16w8)")
+            self.skip = skip or set()  # node names kept in float
+            self.weights = weights  # "int8", or "int4" (W4A8)
+            self.activations = activations  # "int8", or "int16" (a16w8)
+            self.precision = dict(precision or {})  # module path or node name -> int4 | int8 | int16
+            bad = {k: v for k, v in self.precision.items() if v not in PRECISIONS}
+            if bad:
+                raise TorchMCUError(f"precision {bad}: each layer is one of {', '.join(PRECISIONS)}")
+            self.default = "int16" if activations == "int16" else weights  # int4 | int8 | int16
+            self.matched: set[str] = set()
+
+        def layer_precision(self, n: Node) -> str:
+            stack = list((n.meta.get("nn_module_stack") or {}).values())
+            path = str(stack[-1][0]) if stack else ""
+            for key in (n.name, path):
+                if key and key in self.precision:
+                    self.matched.add(key)
+                    return self.precision[key]
+            return self.default
+
+        def annotate(self, gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+            specs = {p: _specs(*PRECISIONS[p]) for p in {self.default, *self.precision.values()}}
+            done: set[Node] = set()
+
+            def mark(node: Node, inputs: dict, output: Any) -> None:
+                node.meta["quantization_annotation"] = QuantizationAnnotation(
+                    input_qspec_map=inputs, output_qspec=output, _annotated=True)
+                done.add(node)
+
+            for n in gm.graph.nodes:
+                if n.op != "call_function" or n in done or n.name in self.skip:
+                    continue
+                act, weight, fixed = specs[self.layer_precision(n)]
+                if n.target in WEIGHTED:
+                    x, w = n.args[0], n.args[1]
+                    if not _is_activation(x):
+                        continue
+                    users = list(n.users)
+                    fused = users[0] if len(users) == 1 and users[0].target in ACTIVATIONS else None
+                    mark(n, {x: act, w: weight}, None if fused else act)
+                    if fused is not None:
+                        mark(fused, {}, act)
+                elif n.target in BINARY:
+                    a, b = n.args[0], n.args[1]
+                    if not (_is_activation(a) and _is_activation(b)):
+                        continue
+                    users = list(n.users)
+                    fused = users[0] if len(users) == 1 and users[0].target in ACTIVATIONS else None
+                    mark(n, {a: act, b: act}, None if fused else act)
+                    if fused is not None:
+                        mark(fused, {}, act)
+                elif n.target in MATMUL:
+                    a, b = n.args[0], n.args[1]
+                    if not _is_activation(a):
+                        continue
+                    if _is_activation(b):
+                        mark(n, {a: act, b: act}, act)
+                    elif isinstance(b, Node) and b.meta.get("val") is not None and b.meta["val"].dim() == 2:
+                        # x @ W with W [K, N] a parameter: a linear layer, weights per output channel (N).
+                        mark(n, {a: act, b: dataclasses.replace(weight, ch_axis=1)}, act)
+                elif n.target in SHARED_BINARY:
+                    a, b = n.args[0], n.args[1]
+                    if not (_is_activation(a) and _is_activation(b)):
+                        continue
+                    mark(n, {a: act, b: SharedQuantizationSpec((a, n))}, SharedQuantizationSpec((a, n)))
+                elif n.target in CALIBRATED_UNARY and _is_activation(n.args[0]):
+                    mark(n, {n.args[0]: act}, act)
+                elif n.target in SHARED and _is_activation(n.args[0]):
+                    x = n.args[0]
+                    mark(n, {x: act}, SharedQuantizationSpec((x, n)))
+                elif n.target == aten.cat.default:
+                    tensors = list(n.args[0])
+                    if not all(_is_activation(t) for t in tensors):
+                        continue
+                    first = tensors[0]
+                    inputs = {first: act, **{t: SharedQuantizationSpec((first, n)) for t in tensors[1:]}}
+                    mark(n, inputs, SharedQuantizationSpec((first, n)))
+                elif n.target in FIXED_OUTPUT and _is_activation(n.args[0]):
+                    mark(n, {n.args[0]: act}, fixed(*FIXED_OUTPUT[n.target]))
+                elif n.target in ACTIVATIONS and _is_activation(n.args[0]):
+                    # A standalone clamp keeps its input's quantization: an int8 min/max.
+                    mark(n, {n.args[0]: act}, SharedQuantizationSpec((n.args[0], n)))
+            unknown = sorted(set(self.precision) - self.matched)
+            if unknown:
+                raise TorchMCUError(f"precision names {', '.join(unknown)}: no quantized op of the model has that "
+                                    "module path or node name")
+            return gm
+
+        def validate(self, gm: torch.fx.GraphModule) -> None:
+            pass
+
+    return TorchMCUQuantizer
+
+
+def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, ...]]:
+    """Calibration data as a list of input tuples shaped like example_inputs.
+
+    `data` is an iterable of samples (tensors, arrays or tuples of them), or a
+    mapping from input name/key to an array with samples along axis 0 (what
+    np.load gives for an .npz; a single-input model accepts any one key).
+    """
+    shapes = [tuple(x.shape) for x in example_inputs]
+
+    def as_tuple(s: Any) -> tuple[torch.Tensor, ...]:
+        items = s if isinstance(s, (tuple, list)) else (s,)
+        out = []
+        for i, (x, shape) in enumerate(zip(items, shapes)):
+            t = torch.as_tensor(np.asarray(x))
+            if t.dtype != torch.float32:
+                raise TorchMCUError(f"calibration input {i} is {t.dtype}; expected float32")
+            if tuple(t.shape) != shape:
+                if tuple(t.shape) == shape[1:] and shape[0] == 1:
+                    t = t.unsqueeze(0)
+                else:
+                    raise TorchMCUError(f"calibration input {i} has shape {list(t.shape)}; "
+                                        f"expected {list(shape)}")
+            out.append(t)
+        if len(items) != len(shapes):
+            raise TorchMCUError(f"calibration samples have {len(items)} input(s); the model takes {len(shapes)}")
+        return tuple(out)
+
+    if hasattr(data, "keys") and hasattr(data, "__getitem__"):
+        keys = list(data.keys())
+        if len(shapes) == 1 and len(keys) >= 1:
+            arrays = [np.asarray(data[keys[0]])]
+        elif len(keys) == len(shapes):
+            arrays = [np.asarray(data[k]) for k in keys]
+        else:
+            raise TorchMCUError(f"calibration file has arrays {keys}; the model takes {len(shapes)} input(s)")
+        for i, (a, shape) in enumerate(zip(arrays, shapes)):
+            if a.dtype != np.float32:
+                raise TorchMCUError(f"calibration array {i} is {a.dtype}; expected float32 "
+                                    f"with shape [N, {', '.join(map(str, shape[1:] if shape[0] == 1 else shape))}]")
+            if a.ndim != len(shape) and a.ndim != len(shape) + 1:
+                raise TorchMCUError(f"calibration array {i} has shape {list(a.shape)}; expected samples along "
+                                    f"axis 0, each of shape {list(shape)}")
+        n = len(arrays[0])
+        return [as_tuple(tuple(a[j] for a in arrays)) for j in range(n)]
+    return [as_tuple(s) for s in data]
+
+
+def _progress(i: int, n: int, t0: float) -> None:
+    """A bar redrawn in place on a terminal; a line per quarter in a log."""
+    tty = sys.stderr.isatty()
+    if not tty and i not in (1, n) and i % max(1, n // 4):
+        return
+    width = 30
+    done = int(width * i / n)
+    sys.stderr.write(f"{chr(13) if tty else ''}torchmcu: calibrating [{'#' * done}{'.' * (width - done)}] "
+                     f"{i}/{n} ({time.monotonic() - t0:.1f} s){'' if tty and i < n else chr(10)}")
+    sys.stderr.flush()
+
+
+def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], calibration: Any = None,
+             progress: bool = True, weights: str = "int8", activations: str = "int8",
+             precision: dict[str, str] | None = None) -> torch.fx.GraphModule:
+    """PTQ with torchao's prepare_pt2e / convert_pt2e: the q/dq model, which is
+    also PyTorch's own reference for the quantized numerics."""
+    _quiet_torchao()
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    samples = calibration_samples(calibration, example_inputs) if calibration is not None else [example_inputs]
+    if not samples:
+        raise TorchMCUError("the calibration set is empty")
+    gm = torch.export.export(model.eval(), example_inputs, strict=False).module()
+    prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights, activations=activations, precision=precision))
+    t0 = time.monotonic()
+    with torch.no_grad():
+        for i, s in enumerate(samples, 1):
+            prepared(*s)
+            if progress:
+                _progress(i, len(samples), t0)
+    return convert_pt2e(prepared)
+
+
+def is_quantized(model: Any) -> bool:
+    """Whether `model` is already a q/dq graph (convert_pt2e's output, e.g.
+    after QAT with prepare_qat_pt2e): then compile takes it as it is."""
+    if not isinstance(model, torch.fx.GraphModule):
+        return False
+    return any(n.op == "call_function" and "quantize_per_tensor" in str(n.target) for n in model.graph.nodes)
+
+
+def quantizer(skip: set[str] | None = None, weights: str = "int8", activations: str = "int8",
+              precision: dict[str, str] | None = None) -> Any:
+    """The quantizer itself, for users who drive prepare_pt2e / prepare_qat_pt2e
+    (weights="int4" for W4A8; QAT then learns the int4 grid; activations="int16"
+    for a16w8)."""
+    return _make_quantizer_class()(skip, weights, activations, precision)

@@ -1,0 +1,43 @@
+"""Lowering: an ExportedProgram to the program graph, as one straight list of
+passes.
+
+    convert (ATen -> logical graph, by op family)
+    -> fusion.PASSES (fold batch norm, fuse activations, fold q/dq into integer ops)
+    -> int8 I/O (optional)
+    -> layout (logical graph -> program graph, NHWC where ops want it)
+
+The op families live in passes/lowering/, the shared data types in
+graph.py (logical) and torchmcu.ir (program).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from . import fusion
+from .convert import to_graph
+from .graph import Graph
+from .layout import Scratch, to_program_graph
+from .lowering import ALL
+
+__all__ = ["PASSES", "Scratch", "lower", "to_program_graph"]
+
+PASSES: list[Callable[[Graph], None]] = [
+    fusion.fold_batch_norm,   # first: exposes conv -> relu pairs to fusion
+    fusion.fuse_activations,  # before fold_qdq: a fused clamp becomes the integer kernel's range
+    fusion.fold_qdq,
+]
+
+
+def lower(ep: torch.export.ExportedProgram, io: str = "float") -> Graph:
+    """The logical graph of `ep` after the passes. io: "float" (quantize and
+    dequantize inside the program) or "int8" (int8 inputs and outputs)."""
+    g = to_graph(ep, ALL.rules)
+    for p in PASSES:
+        p(g)
+    if io == "int8":
+        fusion.int8_io(g)
+    return g
+

@@ -1,0 +1,126 @@
+"""Conversion: an ExportedProgram to the logical graph (graph.py).
+
+The converter walks the FX graph in order. Parameters and buffers become
+constants; an op whose operands are all constants is evaluated now
+(constant folding, which also turns PT2E's dequantize of an integer weight
+into a QConst); every other op is handed to the rule its op family
+registered for its ATen target (passes/lowering/), which emits logical
+nodes. An op no family has a rule for is refused, naming the op, its
+operand shapes and the user's source line.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import CompileError
+from ..frontend.capture import user_frame
+from .graph import QD, Graph, Node, Operand, QConst, const, is_activation
+
+
+class Converter:
+    """Walks the FX graph; what each op becomes is its family's rule's business."""
+
+    def __init__(self, ep: torch.export.ExportedProgram, rules: dict[Any, Callable[..., Any]]) -> None:
+        self.ep = ep
+        self.rules = rules
+        self.g = Graph()
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.node: torch.fx.Node | None = None
+    def fail(self, message: str) -> CompileError:
+        n = self.node
+        assert n is not None
+        shapes = [tuple(a.meta["val"].shape) for a in n.all_input_nodes if hasattr(a.meta.get("val"), "shape")]
+        return CompileError(message, op=str(n.target), shapes=shapes, source=user_frame(n))
+    def out_shape(self) -> tuple[int, ...]:
+        assert self.node is not None
+        val = self.node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise self.fail("expected a single tensor result")
+        return tuple(int(s) for s in val.shape)
+    def emit(self, op: str, inputs: list[Operand], attrs: dict[str, Any] | None = None,
+             shape: tuple[int, ...] | None = None) -> int:
+        assert self.node is not None
+        out = self.g.new_value(shape if shape is not None else self.out_shape())
+        self.g.nodes.append(Node(op, inputs, attrs or {}, out, self.node.name, user_frame(self.node)))
+        return out
+    def act(self, v: Any) -> int:
+        if not is_activation(v):
+            raise self.fail("expected an activation operand here, got a constant")
+        return v
+    def shape(self, v: Operand) -> tuple[int, ...]:
+        return self.g.shapes[v] if isinstance(v, int) else tuple(v.shape)
+    def run(self) -> Graph:
+        sig = self.ep.graph_signature
+        constants = {**sig.inputs_to_parameters, **sig.inputs_to_buffers,
+                     **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
+        state = {**self.ep.state_dict, **self.ep.constants}
+        rules = self.rules
+        for n in self.ep.graph.nodes:
+            self.node = n
+            if n.op == "placeholder":
+                if n.name in constants:
+                    self.env[n] = const(state[constants[n.name]])
+                else:
+                    val = n.meta["val"]
+                    if val.dtype != torch.float32:
+                        raise self.fail(f"input {n.name} is {val.dtype}; float32 inputs are supported")
+                    vid = self.g.new_value(tuple(val.shape))
+                    self.g.inputs.append(vid)
+                    self.g.input_names.append(n.name)
+                    self.env[n] = vid
+            elif n.op == "call_function":
+                args = torch.fx.node.map_arg(n.args, lambda a: self.env[a])
+                kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: self.env[a])
+                if n.target is operator.getitem:
+                    self.env[n] = args[0][args[1]]
+                    continue
+                if str(n.target).startswith("aten._assert") or n.target is torch.ops.aten._assert_tensor_metadata.default:
+                    continue
+                if self._all_constant(args, kwargs):
+                    self.env[n] = self._fold(n, args, kwargs)
+                    continue
+                rule = rules.get(n.target)
+                if rule is None:
+                    raise self.fail("unsupported operator: no torchmcu backend lowers it")
+                self.env[n] = rule(self, *args, **kwargs)
+            elif n.op == "output":
+                outs = n.args[0]
+                self.g.outputs = [self.env[o] for o in outs]
+        return self.g
+    @staticmethod
+    def _all_constant(args: Any, kwargs: Any) -> bool:
+        flat = list(args) + list(kwargs.values())
+        flat = [y for x in flat for y in (x if isinstance(x, (list, tuple)) else [x])]
+        return not any(is_activation(x) for x in flat)
+    def _fold(self, n: torch.fx.Node, args: Any, kwargs: Any) -> Any:
+        """Evaluate an op whose operands are all constants, at compile time.
+        Dequantizing an integer constant (a quantized weight) keeps it integer."""
+        if n.target in (QD.dequantize_per_channel.default, QD.dequantize_per_tensor.default):
+            data = args[0]
+            if isinstance(data, np.ndarray) and data.dtype.kind == "i":
+                # An int8 tensor quantized to -8..7 (or narrower) holds int4 weights.
+                per_channel = n.target == QD.dequantize_per_channel.default
+                qmin, qmax = (args[4], args[5]) if per_channel else (args[3], args[4])
+                bits = 4 if data.dtype == np.int8 and -8 <= int(qmin) and int(qmax) <= 7 else 8
+                if per_channel:
+                    return QConst(data, np.asarray(args[1], np.float64).reshape(-1),
+                                  np.asarray(args[2], np.int64).reshape(-1), int(args[3]), bits)
+                return QConst(data, np.asarray(float(args[1])), np.asarray(int(args[2])), None, bits)
+        def to_torch(x: Any) -> Any:
+            if isinstance(x, np.ndarray):
+                return torch.from_numpy(x)
+            if isinstance(x, (list, tuple)):
+                return type(x)(to_torch(y) for y in x)
+            return x
+        result = n.target(*to_torch(args), **{k: to_torch(v) for k, v in kwargs.items()})
+        return const(result)
+
+
+def to_graph(ep: torch.export.ExportedProgram, rules: dict[Any, Callable[..., Any]]) -> Graph:
+    return Converter(ep, rules).run()

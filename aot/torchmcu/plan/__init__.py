@@ -1,0 +1,79 @@
+"""Memory planning: a (region, offset) for every activation buffer.
+
+Three steps, each with one job:
+
+1. **Aliasing passes** rewrite which buffer a tensor lives in, so that no
+   bytes are copied and fewer bytes are live:
+   - reshape/flatten/view are aliases already (layout gives them the
+     producer's buffer);
+   - ``concat_in_place``: a concatenation along its outermost non-unit
+     axis has contiguous slices, so each input is produced directly in its
+     slice of the output and the CONCAT op disappears;
+   - ``elementwise_in_place``: an element-wise op whose input buffer dies
+     at that op writes its output over that input (same bytes, same dims).
+2. **Placement over the board's memories** (hierarchical): buffers are
+   taken in order of benefit (touches per byte: the ops that read or write
+   them) and go to the fastest memory whose live bytes stay within its
+   capacity at every step of their lifetime; the rest spill to slower
+   memories. Users can pin a tensor or an op's buffers to a memory and cap
+   a memory's budget.
+3. **Offsets inside each region**: buffers whose lifetimes overlap must not
+   overlap in memory. Several orders are tried (largest first, longest
+   lived first, ...), each placing a buffer at the lowest 16-byte aligned
+   offset clear of the live buffers already placed; the best wins. If a
+   region still ends up above its capacity (fragmentation), its least
+   useful buffer moves to the next memory and the region is planned again.
+
+The lower bound any plan can reach in a region is the largest sum of the
+sizes of its buffers live at one step; the report gives both, and the
+lower bound of the program before the aliasing passes (the classic bound).
+"""
+
+from __future__ import annotations
+
+from ..ir import PGraph
+from .aliasing import INPLACE_CODES, compact, concat_in_place, elementwise_in_place
+from .hot_weights import WEIGHT_OPERAND, copy_hot_weights
+from .lifetimes import _sizes, lifetimes, live_profile, lower_bound
+from .placement import assign_regions, operand_regions, place_offsets, resolve_pins
+from .result import HotWeight, Plan, PlanOptions, RegionPlan, RegionSpec
+from .tiling import tile_graph
+
+__all__ = ["HotWeight", "INPLACE_CODES", "Plan", "PlanOptions", "RegionPlan", "RegionSpec", "WEIGHT_OPERAND",
+           "compact", "concat_in_place", "copy_hot_weights", "elementwise_in_place", "lifetimes", "live_profile",
+           "lower_bound", "place_offsets", "plan"]
+
+
+def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOptions | None = None) -> Plan:
+    """Plan `p` (its tensors' buffers may be rewritten by the aliasing
+    passes). Without `regions`, one unbounded arena."""
+    options = options or PlanOptions()
+    life0 = lifetimes(p)
+    classic = lower_bound(_sizes(p, life0), life0)
+    aliasing = {}
+    if options.tile:
+        aliasing["tiled_pairs"] = tile_graph(p)
+    if options.inplace:
+        aliasing["concat_in_place"] = concat_in_place(p)
+        aliasing["elementwise_in_place"] = elementwise_in_place(p)
+    compact(p)
+    life = lifetimes(p)
+    sizes = _sizes(p, life)
+    if regions is None:
+        regions = [RegionSpec("arena", 0, 1 << 62)]
+    pins = resolve_pins(p, options.pins, regions)
+    allowed = operand_regions(p, options.operand_memories, regions)
+    region_of, planned = assign_regions(p, sizes, life, regions, pins, allowed)
+    used = sorted({region_of[b] for b in region_of}) or [0]
+    index = {r: k for k, r in enumerate(used)}  # memory -> arena index, fastest first
+    offsets: dict[int, int] = {}
+    out_regions = []
+    for r in used:
+        offs, top = planned.get(r, ({}, 0))
+        offsets.update(offs)
+        bufs = sorted(offs)
+        out_regions.append(RegionPlan(regions[r].name, regions[r].speed, regions[r].capacity, top,
+                                      lower_bound(sizes, life, bufs), bufs))
+    result = Plan(offsets, life, sum(r.arena_bytes for r in out_regions), lower_bound(sizes, life),
+                  {b: index[region_of[b]] for b in region_of}, out_regions, classic, aliasing)
+    return result

@@ -1,0 +1,196 @@
+"""Serialization: the planned program graph to `model.pte` and the C sources
+that put it in flash, its arenas in RAM and its kernels in the build."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import reference
+from ..ir import PGraph
+from ..plan import Plan
+from . import schema
+
+PROGRAM_VERSION = 2  # firmware/core/program.h kProgramVersion
+SEGMENT_ALIGN = 16
+WIRE_DTYPES = {"F32": "<f4", "I8": "i1", "I16": "<i2", "I32": "<i4", "U8": "u1", "I64": "<i8"}  # I4: reference.pack_int4
+
+
+@dataclass(frozen=True)
+class ArenaSpec:
+    name: str  # the board memory it lives in
+    size: int
+
+
+def _pad(n: int) -> int:
+    return (n + SEGMENT_ALIGN - 1) // SEGMENT_ALIGN * SEGMENT_ALIGN
+
+
+def program_dict(p: PGraph, mem: Plan, arenas: list[ArenaSpec] | ArenaSpec) -> tuple[dict, bytes]:
+    """The schema tree of the program and its constant segment. Activation
+    tensors live at their buffer's (region, offset) plus their own offset in
+    it; weights copied to RAM at load (mem.hot) live in their arena."""
+    arenas = [arenas] if isinstance(arenas, ArenaSpec) else list(arenas)
+    hot = {h.tensor: h for h in mem.hot}
+    segment = bytearray()
+    const_offsets: dict[int, int] = {}  # id(array base) -> offset: aliases share bytes
+    tensors = []
+    copies = []
+    for index, t in enumerate(p.tensors):
+        entry = {"name": t.name, "dtype": t.dtype, "dims": list(t.dims), "nbytes": t.nbytes}
+        if t.scale:
+            entry.update(scale=float(t.scale), zero_point=int(t.zero_point))
+        if t.channel_scales:
+            entry.update(channel_scales=list(t.channel_scales), channel_axis=t.channel_axis)
+        if t.const is not None:
+            base = t.const.base if t.const.base is not None else t.const
+            key = id(base)
+            if key not in const_offsets:
+                const_offsets[key] = len(segment)
+                if t.dtype == "I4":  # int4 values held unpacked in t.const
+                    segment += reference.pack_int4(t.const)
+                else:
+                    segment += np.ascontiguousarray(t.const).astype(WIRE_DTYPES[t.dtype], copy=False).tobytes()
+                segment += bytes(_pad(len(segment)) - len(segment))
+            entry.update(region="CONSTANT", offset=const_offsets[key])
+            if index in hot:  # read from RAM, where Method::load copies it
+                h = hot[index]
+                copies.append({"src": const_offsets[key], "dst": h.offset, "nbytes": t.nbytes, "arena": h.region})
+                entry.update(region="ARENA", arena=h.region, offset=h.offset)
+        else:
+            assert t.buffer is not None
+            entry.update(region="ARENA", arena=mem.region_of.get(t.buffer, 0),
+                         offset=mem.offsets[t.buffer] + t.offset)
+        tensors.append(entry)
+    ops = [
+        {"code": op.code, "inputs": op.inputs, "outputs": op.outputs, "params": op.params, "name": op.name}
+        for op in p.ops
+    ]
+    prog = {
+        "version": PROGRAM_VERSION, "tensors": tensors, "ops": ops, "inputs": p.inputs,
+        "outputs": p.outputs, "arenas": [{"name": a.name, "size": a.size} for a in arenas],
+        "constant_offset": 0, "constant_size": len(segment),
+    }
+    if copies:
+        prog["init_copies"] = copies
+    return prog, bytes(segment)
+
+
+def to_pte(prog: dict, segment: bytes) -> bytes:
+    """The flatbuffer, padded to 16 bytes, then the constant segment. The
+    segment's offset is written into the flatbuffer itself, so the buffer is
+    built twice; a scalar's value does not change the flatbuffer's size.
+    The executable section the runtime runs (Program.exec) is derived here
+    from the rest of the tree, every time (schema/records.py)."""
+    from .schema.records import derive
+
+    prog = dict(prog, constant_offset=0xFFFFFFF0, exec=derive(prog))
+    size = _pad(len(schema.encode(prog)))
+    fb = schema.encode(dict(prog, constant_offset=size))
+    assert _pad(len(fb)) == size
+    return fb + bytes(size - len(fb)) + segment
+
+
+def device_image(pte: bytes) -> bytes:
+    """The program as the device needs it: the same constant segment and
+    executable section, without the fields only tools read (tensor and op
+    tables, names: schema attribute tmcu_tool), which the runtime neither
+    reads nor verifies. model.pte keeps them for tools and the host."""
+    s = schema.load()
+
+    def strip(obj: dict, table: str) -> dict:
+        out = {}
+        for f in s.tables[table].fields:
+            value = obj.get(f.name)
+            if "tmcu_tool" in f.attributes or value is None:
+                continue
+            if s.kind(f.type) == "table":
+                value = [strip(v, f.type) for v in value] if f.is_vector else strip(value, f.type)
+            out[f.name] = value
+        return out
+
+    tree = strip(schema.decode(pte, derived=True), s.root)
+    segment = pte[tree["constant_offset"]:tree["constant_offset"] + tree["constant_size"]]
+    size = _pad(len(schema.encode(dict(tree, constant_offset=0xFFFFFFF0))))
+    fb = schema.encode(dict(tree, constant_offset=size))
+    assert _pad(len(fb)) == size
+    return fb + bytes(size - len(fb)) + segment
+
+
+def c_identifier(text: str) -> str:
+    return re.sub(r"\W", "_", text)
+
+
+DEFAULT_SYMBOL = "model"
+
+
+def check_symbol(symbol: str) -> str:
+    """A model's C name (compile --symbol): letters, digits and _, not first a digit."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", symbol or ""):
+        raise ValueError(f"model symbol {symbol!r} is not a C identifier (letters, digits, _; not first a digit)")
+    return symbol
+
+
+def model_pte_sources(pte: bytes, symbol: str = DEFAULT_SYMBOL) -> tuple[str, str]:
+    """model_pte.h / model_pte.c: the program as a const array in flash,
+    16-byte aligned, in its own section (.rodata.tmcu_program): its device
+    image (see device_image). Named tmcu_<symbol>_pte, so several models
+    link into one firmware."""
+    pte = device_image(pte)
+    sym, up = check_symbol(symbol), symbol.upper()
+    header = (
+        "/* Generated by torchmcu: the compiled program, read in place. */\n"
+        f"#ifndef TORCHMCU_{up}_PTE_H_\n#define TORCHMCU_{up}_PTE_H_\n\n"
+        "#include <stddef.h>\n#include <stdint.h>\n\n"
+        "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+        f"#define TMCU_{up}_PTE_SIZE {len(pte)}u\n"
+        f"extern const uint8_t tmcu_{sym}_pte[];\n"
+        f"extern const size_t tmcu_{sym}_pte_size;\n\n"
+        "#ifdef __cplusplus\n}\n#endif\n\n#endif\n"
+    )
+    rows = []
+    for i in range(0, len(pte), 16):
+        rows.append("  " + ",".join(f"0x{b:02x}" for b in pte[i : i + 16]) + ",")
+    body = (
+        "/* Generated by torchmcu. */\n#include \"model_pte.h\"\n\n"
+        "__attribute__((section(\".rodata.tmcu_program\"), aligned(16)))\n"
+        f"const uint8_t tmcu_{sym}_pte[{len(pte)}] = {{\n" + "\n".join(rows) + "\n};\n"
+        f"const size_t tmcu_{sym}_pte_size = {len(pte)}u;\n"
+    )
+    return header, body
+
+
+def arena_section(arena: ArenaSpec) -> str:
+    return f"tmcu_arena_{c_identifier(arena.name)}"
+
+
+def model_arena_sources(arenas: list[ArenaSpec], symbol: str = DEFAULT_SYMBOL) -> tuple[str, str]:
+    """model_arenas.h / .c: one statically allocated buffer per planned arena,
+    in a section the generated linker script places in its memory. The
+    table is tmcu_<symbol>_arenas; the size macros TMCU_ARENA_<MEM>_SIZE
+    (TMCU_<SYMBOL>_ARENA_<MEM>_SIZE for a symbol other than "model")."""
+    sym, up = check_symbol(symbol), symbol.upper()
+    prefix = "TMCU_ARENA_" if symbol == DEFAULT_SYMBOL else f"TMCU_{up}_ARENA_"
+    header = (
+        "/* Generated by torchmcu: the planned RAM arenas. */\n"
+        f"#ifndef TORCHMCU_{up}_ARENAS_H_\n#define TORCHMCU_{up}_ARENAS_H_\n\n"
+        "#include \"torchmcu/torchmcu.h\"\n\n"
+        "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
+        f"#define TMCU_{up}_NUM_ARENAS {len(arenas)}u\n"
+        + "".join(f"#define {prefix}{c_identifier(a.name).upper()}_SIZE {a.size}u\n" for a in arenas)
+        + f"extern const tmcu_arena tmcu_{sym}_arenas[{len(arenas) or ''}];\n\n"
+        "#ifdef __cplusplus\n}\n#endif\n\n#endif\n"
+    )
+    decls = "".join(
+        f"__attribute__((section(\".bss.{arena_section(a)}\"), aligned(16)))\n"
+        f"static uint8_t arena_{c_identifier(a.name)}[{max(a.size, 16)}];\n"
+        for a in arenas
+    )
+    table = ",\n".join(f"  {{arena_{c_identifier(a.name)}, {a.size}u}}" for a in arenas)
+    body = (
+        "/* Generated by torchmcu. */\n#include \"model_arenas.h\"\n\n" + decls
+        + f"\nconst tmcu_arena tmcu_{sym}_arenas[] = {{\n{table}\n}};\n"
+    )
+    return header, body

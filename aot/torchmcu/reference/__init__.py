@@ -1,0 +1,74 @@
+"""The NumPy reference of every integer kernel: the oracle the firmware must
+match bit for bit, and the quantization parameter math the compiler needs.
+
+Every kernel function here has the semantics of its C twin, bit for bit: the
+integer arithmetic of CMSIS-NN (non single-rounding build) and of TensorFlow
+Lite Micro's reference kernels. Intermediates are int64, so nothing wraps;
+accumulators are checked to fit int32 as the C kernels assume.
+
+One module per op family, as the lowering passes (passes/lowering/):
+quant (parameter math, requantization, quantize/dequantize, int4 packing),
+conv, pool_resize, elementwise, reduce, shape_views. Each family module also
+holds the interpreter's runners for its op codes (`OPS`); interpret.py
+executes a whole compiled program with them.
+"""
+
+from __future__ import annotations
+
+from .conv import (
+                   batch_matmul,
+                   batch_matmul_params,
+                   conv2d,
+                   conv2d_s16,
+                   depthwise_conv2d,
+                   depthwise_conv2d_s16,
+                   fold_linear_bias,
+                   linear,
+                   linear_s16,
+)
+from .elementwise import (
+                   add,
+                   add_params,
+                   add_params_s16,
+                   add_s16,
+                   clamp,
+                   gen_lut_s16,
+                   hardswish,
+                   lut,
+                   lut_table,
+                   maximum,
+                   minimum,
+                   mul,
+                   mul_params,
+                   mul_s16,
+)
+from .pool_resize import avg_pool2d, avg_pool2d_s16, max_pool2d, max_pool2d_s16
+from .quant import (
+                   INT16_MAX,
+                   INT16_MIN,
+                   INT32_MAX,
+                   INT32_MIN,
+                   conv_requant,
+                   dequantize,
+                   dequantize_s16,
+                   pack_int4,
+                   quantize,
+                   quantize_multiplier,
+                   quantize_s16,
+                   requantize,
+                   requantize_s64,
+                   requantize_tensor,
+                   unpack_int4,
+)
+from .reduce import softmax, softmax_luts_s16, softmax_params, softmax_params_s16, softmax_s16
+from .shape_views import pad
+
+__all__ = [
+    "INT16_MAX", "INT16_MIN", "INT32_MAX", "INT32_MIN", "add", "add_params", "add_params_s16", "add_s16",
+    "avg_pool2d", "avg_pool2d_s16", "batch_matmul", "batch_matmul_params", "clamp", "conv2d", "conv2d_s16",
+    "conv_requant", "depthwise_conv2d", "depthwise_conv2d_s16", "dequantize", "dequantize_s16",
+    "fold_linear_bias", "gen_lut_s16", "hardswish", "linear", "linear_s16", "lut", "lut_table", "max_pool2d",
+    "max_pool2d_s16", "maximum", "minimum", "mul", "mul_params", "mul_s16", "pack_int4", "pad", "quantize",
+    "quantize_multiplier", "quantize_s16", "requantize", "requantize_s64", "requantize_tensor", "softmax",
+    "softmax_luts_s16", "softmax_params", "softmax_params_s16", "softmax_s16", "unpack_int4",
+]

@@ -1,0 +1,307 @@
+"""Running a compiled model: on the host runner or in a simulator, over a
+batch of samples, with outputs and instruction counts read back from the
+firmware's line protocol (see firmware/app/app.h), and the check against
+the reference."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..boards import load_board
+from ..errors import SimError, TorchMCUError
+from . import RUNNERS, get_runner
+from .base import Runner
+from .fvp import parse_npu
+
+IO_VERSION = 1
+IO_HEADER = 32
+FLAG_PROFILE = 1
+
+_LINE = re.compile(r"^tmcu: (\w+)(.*)$")
+
+
+@dataclass
+class RunResult:
+    """What a run printed. Tick figures measured `runs` times (the load, the
+    profile, the first sample's repeats) are means over the runs: each run
+    starts at another phase of the tick counter, so the mean is finer than
+    one tick."""
+    outputs: list[np.ndarray]  # one array per model output, samples along axis 0
+    exit_code: int
+    load_ticks: float
+    sample_ticks: list[int]
+    op_ticks: list[float]  # per op of the first sample, the profiler's cost included
+    instructions_per_tick: Fraction | None  # None on the host: no counts there
+    raw: str = ""
+    command: list[str] = field(default_factory=list)
+    calib_ticks: float = 0.0  # the profiler's own cost per op (an op with no kernel)
+    repeat_ticks: float | None = None  # the first sample, mean over its repeats
+    runs: int = 1
+    # Per NPU partition, its PMU figures (cycles, ...; means over the calls) from the
+    # delegate's "tmcu: npu" lines (profiled runs of an Ethos-U program on an FVP).
+    npu: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    def instructions(self, ticks: float) -> int | None:
+        return None if self.instructions_per_tick is None else round(ticks * self.instructions_per_tick)
+
+    def kernel_instructions(self) -> list[int | None]:
+        """Each op's own instructions: its kernel's run, the call included."""
+        return [self.instructions(t - self.calib_ticks) for t in self.op_ticks]
+
+    def inference_instructions(self) -> int | None:
+        ticks = self.repeat_ticks if self.repeat_ticks is not None else (
+            self.sample_ticks[0] if self.sample_ticks else None)
+        return None if ticks is None else self.instructions(ticks)
+
+    def overhead_per_op(self) -> float | None:
+        """The framework's instructions per op: one inference less the sum of
+        the kernels' own, over the number of ops."""
+        total = self.inference_instructions()
+        kernels = self.kernel_instructions()
+        if total is None or not kernels or any(k is None for k in kernels):
+            return None
+        return (total - sum(k for k in kernels if k is not None)) / len(kernels)
+
+
+def io_blob(samples: list[list[np.ndarray]], profile: bool = False, repeat: int = 1) -> bytes:
+    """The io blob: header, then each sample's inputs back to back, each in
+    its own dtype (float32 unless the program takes int8). `repeat` runs the
+    load, the profile and the first sample that many times (mean figures)."""
+    payload = b"".join(np.ascontiguousarray(x if x.dtype == np.int8 else x.astype("<f4")).tobytes()
+                       for s in samples for x in s)
+    per = len(payload) // len(samples) if samples else 0
+    header = b"TMIO" + struct.pack("<IIIII", IO_VERSION, len(samples), per, FLAG_PROFILE if profile else 0,
+                                   repeat)
+    return header + bytes(IO_HEADER - len(header)) + payload
+
+
+def parse_protocol(text: str, output_meta: list[dict[str, Any]]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Reads the lines the app printed; other lines (board messages) are ignored.
+    Figures measured over several runs come back as means."""
+    info: dict[str, Any] = {"load_status": None, "load_ticks": 0, "op_ticks": [], "sample_ticks": [],
+                            "done_status": None, "calib_ticks": 0.0, "repeat_ticks": None, "runs": 1}
+    outs: list[list[np.ndarray]] = [[] for _ in output_meta]
+    op_sums: dict[int, int] = {}
+    op_passes = 0
+    for line in text.splitlines():
+        m = _LINE.match(line.strip())
+        if not m:
+            continue
+        kind, rest = m.group(1), m.group(2).split()
+        fields = dict(f.split("=", 1) for f in rest if "=" in f)
+        runs = max(1, int(fields.get("runs", 1)))
+        if kind == "load" and info["load_status"] is None:  # the first (a board over serial loads per sample)
+            info["load_status"] = int(fields["status"])
+            info["load_ticks"] = int(fields["ticks"]) / runs
+            info["runs"] = runs
+        elif kind == "calib":
+            info["calib_ticks"] = int(fields["ticks"]) / runs
+        elif kind == "repeat":
+            info["repeat_ticks"] = int(fields["ticks"]) / runs
+        elif kind == "op":
+            index = int(rest[0])
+            op_passes += index == 0
+            op_sums[index] = op_sums.get(index, 0) + int(fields["ticks"])
+        elif kind == "sample":
+            info["sample_ticks"].append(int(fields["ticks"]))
+            for k, meta in enumerate(output_meta):
+                raw = bytes.fromhex(fields[f"out{k}"])
+                dtype = np.int8 if meta.get("dtype") == "int8" else np.dtype("<f4")
+                outs[k].append(np.frombuffer(raw, dtype=dtype).reshape(meta["shape"]))
+        elif kind == "done":
+            info["done_status"] = int(fields["status"])
+    info["op_ticks"] = [op_sums[i] / max(op_passes, 1) for i in sorted(op_sums)]
+    arrays = [np.stack(o) if o else np.zeros((0, *m["shape"]), np.float32) for o, m in zip(outs, output_meta)]
+    return info, arrays
+
+
+def program_samples(meta: dict[str, Any], samples: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    """Samples in the program's input dtypes: float inputs of an int8-input
+    program are quantized as the device's QUANTIZE would (TFLite's rounding)."""
+    from .. import reference as ref
+
+    def convert(x: np.ndarray, m: dict[str, Any]) -> np.ndarray:
+        if m.get("dtype") == "int8" and x.dtype != np.int8:
+            return ref.quantize(x, m["scale"], m["zero_point"])
+        return x
+    return [[convert(x, m) for x, m in zip(s, meta["inputs"])] for s in samples]
+
+
+def float_samples(meta: dict[str, Any], samples: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+    """Samples as PyTorch takes them: int8 inputs dequantized."""
+    from .. import reference as ref
+
+    return [[ref.dequantize(x, m["scale"], m["zero_point"]) if x.dtype == np.int8 else x
+             for x, m in zip(s, meta["inputs"])] for s in samples]
+
+
+def load_meta(out_dir: str | Path) -> dict[str, Any]:
+    path = Path(out_dir) / "model.json"
+    if not path.is_file():
+        raise TorchMCUError(f"{out_dir} is not a compiled model (no model.json); run `torchmcu compile` first")
+    return json.loads(path.read_text())
+
+
+def split_samples(meta: dict[str, Any], inputs: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """Inputs shaped like the example inputs are one sample; with one more
+    leading axis, a batch of samples."""
+    if len(inputs) != len(meta["inputs"]):
+        raise TorchMCUError(f"the model takes {len(meta['inputs'])} input(s), got {len(inputs)}")
+    batches = []
+    for x, m in zip(inputs, meta["inputs"]):
+        shape = tuple(m["shape"])
+        x = np.asarray(x)
+        x = x if x.dtype == np.int8 and m.get("dtype") == "int8" else x.astype(np.float32)
+        if x.shape == shape:
+            x = x[None]
+        elif x.shape[1:] != shape:
+            raise TorchMCUError(f"input {m['name']} has shape {list(x.shape)}; expected {list(shape)} "
+                                f"or [N, {', '.join(map(str, shape))}]")
+        batches.append(x)
+    n = batches[0].shape[0]
+    if any(b.shape[0] != n for b in batches):
+        raise TorchMCUError("inputs have different numbers of samples")
+    return [[b[i] for b in batches] for i in range(n)]
+
+
+def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str | Runner = "qemu", profile: bool = False,
+        timeout_s: float = 300.0, repeat: int = 1) -> RunResult:
+    """Run the compiled model in OUT on `sim`: a runner's name ("qemu",
+    "host", "fvp": the board's Arm FVP, for programs with Ethos-U calls,
+    "xt-run": Cadence's Xtensa ISS) or a runner (a board over a serial port:
+    torchmcu.sim.serial). `repeat` measures the load, the profile and the
+    first sample that many times."""
+    out = Path(out_dir)
+    meta = load_meta(out)
+    blob = io_blob(program_samples(meta, split_samples(meta, inputs)), profile, repeat)
+    try:
+        r = sim if not isinstance(sim, str) else get_runner(sim)
+    except ValueError:
+        raise TorchMCUError(f"unknown simulator {sim!r}: use {', '.join(RUNNERS)}") from None
+    board = load_board(meta["board"])
+    image = out / r.image
+    if not image.is_file():
+        raise TorchMCUError(f"{image} not found; run `torchmcu build {out}` first")
+    res = r.run(board, image, blob, timeout_s=timeout_s)
+    if res.timed_out:
+        raise SimError(f"{r.name} timed out after {timeout_s} s\n{res.stdout[-2000:]}")
+    ipt = board.instructions_per_tick if r.counts_instructions else None
+    info, outputs = parse_protocol(res.stdout, meta["outputs"])
+    return RunResult(outputs, res.exit_code, info["load_ticks"], info["sample_ticks"], info["op_ticks"], ipt,
+                     res.stdout, res.command, calib_ticks=info["calib_ticks"], repeat_ticks=info["repeat_ticks"],
+                     runs=info["runs"], npu=parse_npu(res.stdout))
+
+
+# ---------------------------------------------------------------------------------------------
+# Expected outputs and the check
+
+
+def reference(out_dir: str | Path, samples: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """PyTorch's outputs for each sample (float inputs), from the exported
+    program (for int8 programs: PyTorch's q/dq model)."""
+    import torch
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  the q/dq ops of quantized programs
+
+    ep = torch.export.load(str(Path(out_dir) / "model.pt2"))
+    module = ep.module()
+    outs: list[list[np.ndarray]] = []
+    with torch.no_grad():
+        for s in samples:
+            r = module(*[torch.from_numpy(np.ascontiguousarray(x)) for x in s])
+            r = r if isinstance(r, (tuple, list)) else (r,)
+            for k, t in enumerate(r):
+                if len(outs) <= k:
+                    outs.append([])
+                outs[k].append(t.numpy())
+    return [np.stack(o) for o in outs]
+
+
+def expected(out_dir: str | Path, samples: list[list[np.ndarray]]) -> tuple[list[np.ndarray], dict[str, float] | None]:
+    """What the firmware must output, and the tolerance (None: bit for bit).
+
+    Quantized programs: the project's NumPy reference executing the program,
+    bit for bit. Float programs: PyTorch, within the float tolerance."""
+    meta = load_meta(out_dir)
+    if meta.get("quant") in ("int8", "int4", "a16w8"):
+        from ..program.interpret import run_reference
+
+        return run_reference((Path(out_dir) / "model.pte").read_bytes(), program_samples(meta, samples)), None
+    return reference(out_dir, float_samples(meta, samples)), meta["float_tolerance"]
+
+
+def lsb_error(out_dir: str | Path, got: list[np.ndarray], samples: list[list[np.ndarray]]) -> list[float]:
+    """Per output, the largest difference from PyTorch's q/dq reference in
+    units of the output's quantization step (int8 programs)."""
+    from .. import reference as ref
+    from ..program import schema
+
+    meta = load_meta(out_dir)
+    prog = schema.decode((Path(out_dir) / "model.pte").read_bytes())
+    torch_out = reference(out_dir, float_samples(meta, samples))
+    steps = []
+    for k, index in enumerate(prog["outputs"]):
+        out_meta = meta["outputs"][k]
+        value = got[k]
+        if out_meta.get("dtype") == "int8":  # the program's own output is int8
+            scale = out_meta["scale"]
+            value = ref.dequantize(value, scale, out_meta["zero_point"])
+        else:
+            scale = _output_step(prog, index)
+        err = float(np.abs(value.astype(np.float64) - torch_out[k]).max(initial=0.0))
+        steps.append(err / scale if scale else float("nan"))
+    return steps
+
+
+def _output_step(prog: dict[str, Any], index: int) -> float:
+    """The quantization step behind a float output: the scale of the int8
+    tensor its DEQUANTIZE read (through any PERMUTE or COPY after it)."""
+    t = index
+    while True:
+        producer = next((op for op in prog["ops"] if t in op["outputs"]), None)
+        if producer is None or producer["code"] not in ("DEQUANTIZE_S8", "DEQUANTIZE_S16", "PERMUTE", "COPY"):
+            return 0.0
+        t = producer["inputs"][0]
+        if producer["code"] in ("DEQUANTIZE_S8", "DEQUANTIZE_S16"):
+            return float(prog["tensors"][t]["scale"])
+
+
+@dataclass
+class Mismatch:
+    output: int
+    index: tuple[int, ...]  # sample first
+    got: float
+    expected: float
+
+    def __str__(self) -> str:
+        return (f"output {self.output} differs at sample {self.index[0]}, element {list(self.index[1:])}: "
+                f"firmware {self.got!r}, expected {self.expected!r}")
+
+
+def compare(got: list[np.ndarray], expected: list[np.ndarray],
+            tol: dict[str, float] | None) -> tuple[Mismatch | None, float]:
+    """The first element outside tolerance (None: must be equal bit for bit),
+    or None, and the max abs error."""
+    worst = 0.0
+    first: Mismatch | None = None
+    for k, (g, e) in enumerate(zip(got, expected)):
+        if g.shape != e.shape:
+            return Mismatch(k, (0,), float("nan"), float("nan")), float("inf")
+        err = np.abs(g.astype(np.float64) - e.astype(np.float64))
+        worst = max(worst, float(err.max(initial=0.0)))
+        if tol is None:
+            bad = np.any(g.view(np.uint8).reshape(*g.shape, -1) != e.view(np.uint8).reshape(*e.shape, -1), axis=-1)
+        else:
+            atol = tol["atol_scale"] * max(1.0, float(np.abs(e).max(initial=0.0)))
+            bad = ~(err <= atol + tol["rtol"] * np.abs(e)) | (np.isnan(g) != np.isnan(e))
+        if first is None and bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            first = Mismatch(k, idx, float(g[idx]), float(e[idx]))
+    return first, worst
