@@ -13,10 +13,13 @@ STAMP := $(VENV)/.installed
 # torch first and pinned: pip then takes the local CPU wheel, never a newer build.
 PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest scikit-learn tflite-micro tflite matplotlib \
 	xmlschema cmsis-pack-manager cmake ninja pyserial pyyaml ethos-u-vela jsonschema ml-dtypes semver \
-	pytest-xdist
+	pytest-xdist pillow
 # tosa-tools pins numpy<2.2 and an old flatbuffers; it runs with the numpy above,
 # so it goes in without its pins (its other dependencies are listed above).
-PIP_NODEPS := tosa-tools
+# torchvision 0.28.0 is the release for torch 2.13.0, torchaudio 2.11.0 the newest (it
+# pins no torch); both are CUDA builds whose compiled ops do not load beside the CPU
+# torch: their model definitions import through torchmcu.frontend.compat.
+PIP_NODEPS := tosa-tools torchvision==0.28.0 torchaudio==2.11.0
 
 .PHONY: setup system demo test fuzz bench pack clean
 
