@@ -16,7 +16,12 @@ Three steps, each with one job:
    them) and go to the fastest memory whose live bytes stay within its
    capacity at every step of their lifetime; the rest spill to slower
    memories. Users can pin a tensor or an op's buffers to a memory and cap
-   a memory's budget.
+   a memory's budget. Filling memories one by one can lose the reuse of
+   bytes between them; the memories are also planned as one address space
+   (fastest first, no buffer across two) and, unless the user pinned
+   buffers, each alone; the plan taking the fewest bytes in all wins: a
+   plan over several memories is never above the one-memory plan when one
+   memory could hold it.
 3. **Offsets inside each region**: buffers whose lifetimes overlap must not
    overlap in memory. Several orders are tried (largest first, longest
    lived first, ...), each placing a buffer at the lowest 16-byte aligned
@@ -31,17 +36,59 @@ lower bound of the program before the aliasing passes (the classic bound).
 
 from __future__ import annotations
 
+from ..errors import CompileError
 from ..ir import PGraph
 from .aliasing import INPLACE_CODES, compact, concat_in_place, elementwise_in_place
 from .hot_weights import WEIGHT_OPERAND, copy_hot_weights
 from .lifetimes import _sizes, lifetimes, live_profile, lower_bound
-from .placement import assign_regions, operand_regions, place_offsets, resolve_pins
+from .placement import assign_concatenated, assign_regions, operand_regions, place_offsets, resolve_pins
 from .result import HotWeight, Plan, PlanOptions, RegionPlan, RegionSpec
 from .tiling import tile_graph
 
 __all__ = ["HotWeight", "INPLACE_CODES", "Plan", "PlanOptions", "RegionPlan", "RegionSpec", "WEIGHT_OPERAND",
            "compact", "concat_in_place", "copy_hot_weights", "elementwise_in_place", "lifetimes", "live_profile",
            "lower_bound", "place_offsets", "plan"]
+
+
+def _place(p: PGraph, sizes: dict[int, int], life: dict[int, tuple[int, int]], regions: list[RegionSpec],
+           pins: dict[int, int], allowed: dict[int, frozenset[int]]
+           ) -> tuple[dict[int, int], dict[int, tuple[dict[int, int], int]]]:
+    """The placement taking the fewest bytes in all: memory by memory
+    (assign_regions), the memories as one address space, or, without pins,
+    one memory alone."""
+    try:
+        best = assign_regions(p, sizes, life, regions, pins, allowed)
+        failure = None
+    except CompileError as e:  # fragmentation: another placement may still fit
+        if len(regions) == 1:
+            raise
+        best, failure = None, e
+    if len(regions) > 1:
+        others = [assign_concatenated(p, sizes, life, regions, pins, allowed)]
+        if not pins:  # pins say where the user wants buffers: one memory for all would overrule them
+            others += [_one_memory(sizes, life, regions, r, allowed) for r in range(len(regions))]
+        for other in others:
+            if other is not None and (best is None or _total(other) < _total(best)):
+                best = other
+    if best is None:
+        assert failure is not None
+        raise failure
+    return best
+
+
+def _total(placement: tuple[dict[int, int], dict[int, tuple[dict[int, int], int]]]) -> int:
+    return sum(top for _, top in placement[1].values())
+
+
+def _one_memory(sizes: dict[int, int], life: dict[int, tuple[int, int]], regions: list[RegionSpec], r: int,
+                allowed: dict[int, frozenset[int]]) -> tuple[dict[int, int], dict[int, tuple[dict[int, int], int]]] | None:
+    """Every buffer in memory r, when reach and its capacity allow."""
+    if any(r not in ok for ok in allowed.values()):
+        return None
+    offsets, top = place_offsets(list(life), sizes, life)
+    if top > regions[r].capacity:
+        return None
+    return {b: r for b in life}, {r: (offsets, top)}
 
 
 def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOptions | None = None) -> Plan:
@@ -63,7 +110,7 @@ def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOption
         regions = [RegionSpec("arena", 0, 1 << 62)]
     pins = resolve_pins(p, options.pins, regions)
     allowed = operand_regions(p, options.operand_memories, regions)
-    region_of, planned = assign_regions(p, sizes, life, regions, pins, allowed)
+    region_of, planned = _place(p, sizes, life, regions, pins, allowed)
     used = sorted({region_of[b] for b in region_of}) or [0]
     index = {r: k for k, r in enumerate(used)}  # memory -> arena index, fastest first
     offsets: dict[int, int] = {}

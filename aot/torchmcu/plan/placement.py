@@ -197,6 +197,77 @@ def assign_regions(p: PGraph, sizes: dict[int, int], life: dict[int, tuple[int, 
             return region_of, planned
 
 
+def assign_concatenated(p: PGraph, sizes: dict[int, int], life: dict[int, tuple[int, int]],
+                        regions: list[RegionSpec], pins: dict[int, int],
+                        allowed: dict[int, frozenset[int]] | None = None,
+                        ) -> tuple[dict[int, int], dict[int, tuple[dict[int, int], int]]] | None:
+    """The memories as one address space, fastest first: region k spans
+    [start_k, start_k + capacity_k). One first-fit plan over it reuses bytes
+    across all buffers, as a single memory would, so its total stays at the
+    one-memory plan's; a buffer never straddles two memories, and pinned or
+    reach-limited buffers stay in their memories. None when it does not fit.
+
+    assign_regions fills the fast memories first buffer by buffer, which can
+    fragment the reuse between memories and end above the one-memory bound
+    (ResNet-8 on a 16 KiB block RAM beside SRAM); plan() keeps whichever of
+    the two totals less."""
+    allowed = allowed or {}
+    starts, at = [], 0
+    for r in regions:
+        starts.append(at)
+        at += r.capacity
+    ends = [s + r.capacity for s, r in zip(starts, regions)]
+    touches = _touches(p)
+    buffers = list(life)
+    dur = {b: life[b][1] - life[b][0] + 1 for b in buffers}
+    orders = [
+        sorted(buffers, key=lambda b: (-sizes[b], life[b][0], b)),  # greedy by size
+        sorted(buffers, key=lambda b: (-sizes[b] * dur[b], b)),  # by area
+        sorted(buffers, key=lambda b: (-touches.get(b, 0) / max(sizes[b], 1), -sizes[b], b)),  # hottest first
+    ]
+    best: tuple[int, float, dict[int, int]] | None = None  # (total, -bytes touched in fast memory, addresses)
+    for order in orders:
+        addr: dict[int, int] = {}
+        for b in sorted(order, key=lambda b: b not in pins):  # pinned buffers first, as assign_regions
+            ok = [r for r in range(len(regions)) if (b not in allowed or r in allowed[b])
+                  and (b not in pins or r == pins[b])]
+            lo, hi = life[b]
+            busy = sorted((addr[o], addr[o] + sizes[o]) for o in addr if not (life[o][1] < lo or hi < life[o][0]))
+            placed = None
+            for r in ok:
+                a = starts[r]
+                for s, e in busy:
+                    if e <= a:
+                        continue
+                    if a + sizes[b] <= s:
+                        break
+                    a = max(a, e)
+                if a + sizes[b] <= ends[r]:
+                    placed = a
+                    break
+            if placed is None:
+                break
+            addr[b] = placed
+        if len(addr) != len(buffers):
+            continue
+        region_of = {b: next(r for r in range(len(regions)) if starts[r] <= a < ends[r]) for b, a in addr.items()}
+        used = {r: max(addr[b] + sizes[b] for b in addr if region_of[b] == r) - starts[r]
+                for r in set(region_of.values())}
+        total = sum(used.values())
+        fast = -sum(touches.get(b, 0) * regions[region_of[b]].speed for b in addr)
+        if best is None or (total, -fast) < (best[0], -best[1]):
+            best = (total, fast, addr)
+    if best is None:
+        return None
+    addr = best[2]
+    region_of = {b: next(r for r in range(len(regions)) if starts[r] <= a < ends[r]) for b, a in addr.items()}
+    planned: dict[int, tuple[dict[int, int], int]] = {}
+    for r in sorted(set(region_of.values())):
+        offs = {b: addr[b] - starts[r] for b in addr if region_of[b] == r}
+        planned[r] = (offs, max(o + sizes[b] for b, o in offs.items()))
+    return region_of, planned
+
+
 def _buffer_names(p: PGraph, b: int) -> str:
     names = [t.name for t in p.tensors if t.buffer == b]
     return names[0] if len(names) == 1 else f"{names[0]} (and {len(names) - 1} aliases)"
