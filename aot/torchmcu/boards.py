@@ -27,6 +27,8 @@ __all__ = [
     "Memory",
     "Npu",
     "board_sources",
+    "core_summary",
+    "describe_board",
     "linker_script",
     "list_boards",
     "load_board",
@@ -76,6 +78,7 @@ class Memory:
     kind: str  # "code": rom-like memory holding the image; "ram": read-write
     speed: int  # rank, lower is faster; equal ranks are equally fast
     holds: tuple[str, ...]
+    external: bool = False  # off-chip (DRAM, PSRAM, QSPI flash): compile says when a part lands there
 
     @property
     def end(self) -> int:
@@ -291,10 +294,14 @@ def _parse_board(raw: dict, path: Path) -> Board:
     name = _get(raw, "name", str, where)
     core_t = _get(raw, "core", dict, where)
     xtensa = core_t.get("arch") == "xtensa"
-    # A DSP has no QEMU machine here: its [qemu] table is optional.
-    qemu_t = raw.get("qemu", {}) if xtensa else _get(raw, "qemu", dict, where)
+    # [qemu] and [io]: how QEMU runs the board. A part of one's own that QEMU
+    # does not model goes without them: it compiles, builds (--lib, --app) and
+    # reports its memory; it does not run under `torchmcu run --sim qemu`.
+    qemu_t = raw.get("qemu", {})
+    if not isinstance(qemu_t, dict):
+        raise BoardError(f"{where}: 'qemu' must be a table")
     layout_t = _get(raw, "layout", dict, where)
-    io_t = _get(raw, "io", dict, where)
+    io_t = _get(raw, "io", dict, where) if "io" in raw else {"base": 0, "size": 0}
     mem_list = _get(raw, "memory", list, where)
 
     w = f"{where} [core]"
@@ -336,6 +343,7 @@ def _parse_board(raw: dict, path: Path) -> Board:
             kind=_get(m, "kind", str, w),
             speed=_get(m, "speed", int, w),
             holds=tuple(holds),
+            external=_get(m, "external", bool, w) if "external" in m else False,
         )
         if not _SECTION_NAME.match(mem.name):
             raise BoardError(f"{w}: memory name {mem.name!r} must be an identifier (it names an ld region)")
@@ -361,10 +369,10 @@ def _parse_board(raw: dict, path: Path) -> Board:
     w = f"{where} [io]"
     io_base = _get(io_t, "base", int, w)
     io_size = _get(io_t, "size", int, w)
-    if io_size <= 0 or io_base % 16:
+    if ("io" in raw and io_size <= 0) or io_size < 0 or io_base % 16:
         raise BoardError(f"{w}: the io window needs a positive size and a 16-byte aligned base")
     for m in memories:
-        if io_base < m.end and m.base < io_base + io_size:
+        if io_size and io_base < m.end and m.base < io_base + io_size:
             raise BoardError(f"{w}: the io window overlaps memory {m.name!r}; it must be reserved for the runner")
 
     w = f"{where} [layout]"
@@ -373,8 +381,8 @@ def _parse_board(raw: dict, path: Path) -> Board:
         description=str(raw.get("description", "")),
         core=core,
         memories=tuple(memories),
-        qemu_machine=_get(qemu_t, "machine", str, f"{where} [qemu]") if qemu_t or not xtensa else "",
-        uart_base=_get(qemu_t, "uart_base", int, f"{where} [qemu]") if qemu_t or not xtensa else 0,
+        qemu_machine=_get(qemu_t, "machine", str, f"{where} [qemu]") if qemu_t else "",
+        uart_base=_get(qemu_t, "uart_base", int, f"{where} [qemu]") if qemu_t else 0,
         io_base=io_base,
         io_size=io_size,
         code_memory=_get(layout_t, "code", str, w),
@@ -413,6 +421,50 @@ def _parse_npu(t: dict, memories: list[str], where: str) -> Npu:
     return npu
 
 
+def _bytes_text(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % (scale // 16 or 1) == 0:
+            v = n / scale
+            return f"{v:g} {unit}"
+    return f"{n:,} B"
+
+
+def core_summary(board: Board) -> str:
+    """The core and its extensions, e.g. "Cortex-M55, 32 MHz; FPU (auto, hard float ABI), DSP, MVE int+float"."""
+    c = board.core
+    if c.arch == "xtensa":
+        return f"Xtensa {c.cpu.upper()} DSP, {c.clock_hz / 1e6:g} MHz" + (
+            f"; core configuration {c.xtensa_core}" if c.xtensa_core else "")
+    name = c.cpu.replace("cortex-m", "Cortex-M").replace("plus", "+")
+    ext = []
+    if c.has_fpu:
+        ext.append(f"FPU ({c.fpu}, {c.float_abi} float ABI)")
+    if c.dsp:
+        ext.append("DSP")
+    if c.mve != "none":
+        ext.append({"int": "MVE int", "float": "MVE int+float"}[c.mve])
+    if board.npu is not None:
+        ext.append(f"NPU {board.npu.accelerator}")
+    return f"{name}, {c.clock_hz / 1e6:g} MHz; " + (", ".join(ext) if ext else "no FPU, DSP or MVE")
+
+
+def describe_board(board: Board) -> str:
+    """`torchmcu boards`: the board, its core and extensions, and each memory
+    (name, base, size, what it holds, on- or off-chip) and the layout."""
+    where = "" if board.source is None or board.source.parent == BOARDS_DIR else f" ({board.source})"
+    lines = [f"{board.name}{where}: {board.description}" if board.description else f"{board.name}{where}",
+             f"  core     {core_summary(board)}"]
+    for m in sorted(board.memories, key=lambda m: m.base):
+        chip = "off-chip" if m.external else "on-chip"
+        lines.append(f"  memory   {m.name:<9} 0x{m.base:08x}  {_bytes_text(m.size):>10}  {m.kind:<4} speed {m.speed}  "
+                     f"{chip:<8}  holds {', '.join(m.holds)}")
+    lines.append(f"  layout   code in {board.code_memory}; data, bss and stack in {board.data_memory} "
+                 + (f"(stack at most {_bytes_text(board.stack_size)}; `torchmcu build` sizes it)" if board.core.arch == "cortex-m"
+                    else f"(stack {_bytes_text(board.stack_size)})"))
+    lines.append(f"  qemu     {board.qemu_machine}" if board.qemu_machine else "  qemu     none (QEMU does not run it)")
+    return "\n".join(lines)
+
+
 def board_sources() -> list[Path]:
     """C/C++/assembly sources of firmware/boards/ to build into every firmware.
 
@@ -427,7 +479,8 @@ def board_sources() -> list[Path]:
 # Linker script
 # ---------------------------------------------------------------------------
 
-def linker_script(board: Board, arenas: dict[str, str] | None = None, program_memory: str | None = None) -> str:
+def linker_script(board: Board, arenas: dict[str, str] | None = None, program_memory: str | None = None,
+                  stack_size: int | None = None) -> str:
     """Generate a GNU ld script for ``board``.
 
     Layout: vector table, .text, .rodata (model programs in
@@ -440,7 +493,13 @@ def linker_script(board: Board, arenas: dict[str, str] | None = None, program_me
     NOLOAD section collecting the input sections ``.bss.<name>*`` into that
     memory, bounded by ``__<name>_start``/``__<name>_end``. Arenas are not
     zeroed at reset: they are scratch space the runtime initialises.
+
+    ``stack_size``: the stack's bytes (default the board's stack_size, the
+    most it may take; `torchmcu build` sizes it from the computed worst case).
     """
+    stack_size = board.stack_size if stack_size is None else stack_size
+    if stack_size <= 0 or stack_size % 8:
+        raise BoardError(f"stack size {stack_size}: a positive multiple of 8 bytes")
     arenas = dict(arenas or {})
     code = board.memory(board.code_memory)
     # Programs too large for the code memory go to another that may hold
@@ -484,7 +543,7 @@ def linker_script(board: Board, arenas: dict[str, str] | None = None, program_me
         add(f"  {m.name} ({attrs}) : ORIGIN = 0x{m.base:08x}, LENGTH = 0x{m.size:08x}")
     add("}")
     add("")
-    add(f"__tmcu_stack_size = 0x{board.stack_size:x};")
+    add(f"__tmcu_stack_size = 0x{stack_size:x};")
     add(f"__tmcu_io_base = 0x{board.io_base:08x};")
     add(f"__tmcu_io_size = 0x{board.io_size:x};")
     add("")

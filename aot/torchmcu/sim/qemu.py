@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..boards import Board, load_board
+from ..boards import Board, BoardError, load_board
 from .base import SimResult, SimulatorNotFound, check_io_blob, run_with_blob
 
 
@@ -32,6 +32,9 @@ class QemuRunner:
         return shutil.which(self.executable) is not None
 
     def command(self, board: Board, elf_path: str | Path, io_blob_path: str | Path | None = None) -> list[str]:
+        if not board.qemu_machine:
+            raise BoardError(f"board {board.name} has no [qemu] table: QEMU does not run it (its firmware "
+                             "builds; run it on the part itself)")
         exe = shutil.which(self.executable)
         if exe is None:
             raise SimulatorNotFound(
