@@ -27,8 +27,6 @@ __all__ = [
     "Memory",
     "Npu",
     "board_sources",
-    "core_summary",
-    "describe_board",
     "linker_script",
     "list_boards",
     "load_board",
@@ -243,9 +241,7 @@ class Board:
         ]
 
 
-# ---------------------------------------------------------------------------
 # Loading
-# ---------------------------------------------------------------------------
 
 def list_boards(arch: str | None = "cortex-m") -> list[str]:
     """Names of the boards described in the repository's boards/ directory
@@ -294,12 +290,8 @@ def _parse_board(raw: dict, path: Path) -> Board:
     name = _get(raw, "name", str, where)
     core_t = _get(raw, "core", dict, where)
     xtensa = core_t.get("arch") == "xtensa"
-    # [qemu] and [io]: how QEMU runs the board. A part of one's own that QEMU
-    # does not model goes without them: it compiles, builds (--lib, --app) and
-    # reports its memory; it does not run under `torchmcu run --sim qemu`.
-    qemu_t = raw.get("qemu", {})
-    if not isinstance(qemu_t, dict):
-        raise BoardError(f"{where}: 'qemu' must be a table")
+    # [qemu], [io]: how QEMU runs the board; a part QEMU does not model goes without (it compiles and builds).
+    qemu_t = _get(raw, "qemu", dict, where) if "qemu" in raw else {}
     layout_t = _get(raw, "layout", dict, where)
     io_t = _get(raw, "io", dict, where) if "io" in raw else {"base": 0, "size": 0}
     mem_list = _get(raw, "memory", list, where)
@@ -421,50 +413,6 @@ def _parse_npu(t: dict, memories: list[str], where: str) -> Npu:
     return npu
 
 
-def _bytes_text(n: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale and n % (scale // 16 or 1) == 0:
-            v = n / scale
-            return f"{v:g} {unit}"
-    return f"{n:,} B"
-
-
-def core_summary(board: Board) -> str:
-    """The core and its extensions, e.g. "Cortex-M55, 32 MHz; FPU (auto, hard float ABI), DSP, MVE int+float"."""
-    c = board.core
-    if c.arch == "xtensa":
-        return f"Xtensa {c.cpu.upper()} DSP, {c.clock_hz / 1e6:g} MHz" + (
-            f"; core configuration {c.xtensa_core}" if c.xtensa_core else "")
-    name = c.cpu.replace("cortex-m", "Cortex-M").replace("plus", "+")
-    ext = []
-    if c.has_fpu:
-        ext.append(f"FPU ({c.fpu}, {c.float_abi} float ABI)")
-    if c.dsp:
-        ext.append("DSP")
-    if c.mve != "none":
-        ext.append({"int": "MVE int", "float": "MVE int+float"}[c.mve])
-    if board.npu is not None:
-        ext.append(f"NPU {board.npu.accelerator}")
-    return f"{name}, {c.clock_hz / 1e6:g} MHz; " + (", ".join(ext) if ext else "no FPU, DSP or MVE")
-
-
-def describe_board(board: Board) -> str:
-    """`torchmcu boards`: the board, its core and extensions, and each memory
-    (name, base, size, what it holds, on- or off-chip) and the layout."""
-    where = "" if board.source is None or board.source.parent == BOARDS_DIR else f" ({board.source})"
-    lines = [f"{board.name}{where}: {board.description}" if board.description else f"{board.name}{where}",
-             f"  core     {core_summary(board)}"]
-    for m in sorted(board.memories, key=lambda m: m.base):
-        chip = "off-chip" if m.external else "on-chip"
-        lines.append(f"  memory   {m.name:<9} 0x{m.base:08x}  {_bytes_text(m.size):>10}  {m.kind:<4} speed {m.speed}  "
-                     f"{chip:<8}  holds {', '.join(m.holds)}")
-    lines.append(f"  layout   code in {board.code_memory}; data, bss and stack in {board.data_memory} "
-                 + (f"(stack at most {_bytes_text(board.stack_size)}; `torchmcu build` sizes it)" if board.core.arch == "cortex-m"
-                    else f"(stack {_bytes_text(board.stack_size)})"))
-    lines.append(f"  qemu     {board.qemu_machine}" if board.qemu_machine else "  qemu     none (QEMU does not run it)")
-    return "\n".join(lines)
-
-
 def board_sources() -> list[Path]:
     """C/C++/assembly sources of firmware/boards/ to build into every firmware.
 
@@ -475,9 +423,7 @@ def board_sources() -> list[Path]:
     return sorted(p for p in FIRMWARE_BOARDS_DIR.iterdir() if p.is_file() and p.suffix in exts)
 
 
-# ---------------------------------------------------------------------------
 # Linker script
-# ---------------------------------------------------------------------------
 
 def linker_script(board: Board, arenas: dict[str, str] | None = None, program_memory: str | None = None,
                   stack_size: int | None = None) -> str:
@@ -494,8 +440,7 @@ def linker_script(board: Board, arenas: dict[str, str] | None = None, program_me
     memory, bounded by ``__<name>_start``/``__<name>_end``. Arenas are not
     zeroed at reset: they are scratch space the runtime initialises.
 
-    ``stack_size``: the stack's bytes (default the board's stack_size, the
-    most it may take; `torchmcu build` sizes it from the computed worst case).
+    ``stack_size``: default the board's (the most; `torchmcu build` sizes it from the computed worst case).
     """
     stack_size = board.stack_size if stack_size is None else stack_size
     if stack_size <= 0 or stack_size % 8:
