@@ -275,8 +275,10 @@ def format_io(io: dict[str, Any]) -> list[str]:
     edges = io.get("edge_ops", [])
     if edges:
         what = ", ".join(f"#{e['index']} {e['code']}" for e in edges)
-        lines.append(f"  at the edges: {what}: they only convert the inputs/outputs; with an int8 model, "
-                     "--io int8 --io-layout nhwc takes them away")
+        fixes = (["--io-layout nhwc"] if any(e["code"] == "PERMUTE" for e in edges) else []) + (
+            ["--io int8 (an int8 model)"] if any("QUANTIZE" in e["code"] for e in edges) else [])
+        lines.append(f"  at the edges: {what}: they only convert the inputs/outputs"
+                     + (f"; {' and '.join(fixes)} take(s) them away" if fixes else ""))
     else:
         lines.append("  at the edges: nothing (no permute or (de)quantize runs only to convert the inputs/outputs)")
     return lines
@@ -323,7 +325,7 @@ def placement(board: Board, program_memory: str, program_bytes: int, mem: Plan,
 def format_placement(p: dict[str, Any]) -> list[str]:
     lines = ["Where each part went:"]
     for part in p["parts"]:
-        size = f"{part['bytes']:,} B" if part["bytes"] is not None else "(sized by the build)"
-        lines.append(f"  {part['part']:<20} {size:>14}  -> {part['memory']} ({part['kind']}, speed rank {part['speed']})")
+        size = f"{part['bytes']:,} B" if part["bytes"] is not None else "by the build"
+        lines.append(f"  {part['part']:<20} {size:>12}  -> {part['memory']} ({part['kind']}, speed rank {part['speed']})")
     lines += [f"  note: {n}" for n in p["notes"]]
     return lines

@@ -48,6 +48,10 @@ def load_exported(path_text: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     path = Path(path_text)
     if not path.is_file():
         raise TorchMCUError(f"exported program not found: {path}")
+    import zipfile
+
+    if not zipfile.is_zipfile(path):  # before torch, which logs a traceback of its own
+        raise TorchMCUError(f"{path} is not a saved ExportedProgram: not a .pt2 archive (torch.export.save writes one)")
     try:
         ep = torch.export.load(str(path))
     except Exception as e:  # a corrupt or foreign file: one line, not torch's traceback
