@@ -281,6 +281,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.pack:
+        from .export.pack import build_pack
+
+        pack = build_pack(args.pack, url=args.url, models=[args.dir])
+        print(f"wrote {pack}: the runtime, its kernels and platforms, and this model as the component "
+              f"Machine Learning:Model:{runner_symbol(args.dir)} (its C API and arrays under models/)")
+        return 0
     if args.arduino:
         from .export.arduino import export_arduino
 
@@ -352,6 +359,12 @@ def _boards_dir() -> Path:
     from .boards import BOARDS_DIR
 
     return BOARDS_DIR
+
+
+def runner_symbol(out_dir: str) -> str:
+    from .sim.runner import load_meta
+
+    return str(load_meta(out_dir).get("symbol", "model"))
 
 
 def cmd_boards(args: argparse.Namespace) -> int:
@@ -482,12 +495,15 @@ def make_parser() -> argparse.ArgumentParser:
     i.add_argument("--values", action="store_true", help="also print constant values (abridged)")
     i.set_defaults(fn=cmd_inspect)
 
-    e = sub.add_parser("export", help="write a compiled program as a TensorFlow Lite model (int8) "
-                                      "or an Arduino library")
+    e = sub.add_parser("export", help="write a compiled program as a TensorFlow Lite model (int8), "
+                                      "an Arduino library or a CMSIS-Pack")
     e.add_argument("dir", help="build directory holding model.pte")
     form = e.add_mutually_exclusive_group(required=True)
     form.add_argument("--tflite", metavar="OUT.tflite", help="the .tflite file to write")
     form.add_argument("--arduino", metavar="OUT", help="the Arduino library directory to write")
+    form.add_argument("--pack", metavar="OUT", help="the folder to write a CMSIS-Pack to: the runtime and this model "
+                                                    "as a component (Machine Learning:Model:NAME)")
+    e.add_argument("--url", help="with --pack: where the pack will be published (default: the output folder)")
     e.add_argument("--name", help="with --arduino: the library's name (default Torchmcu + the build directory's name)")
     e.set_defaults(fn=cmd_export)
 
