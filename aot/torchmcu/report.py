@@ -226,7 +226,8 @@ def format_report(r: dict[str, Any]) -> str:
     if r.get("io"):
         lines += ["", *format_io(r["io"])]
     if r.get("placement"):
-        lines += ["", *format_placement(r["placement"])]
+        lines += ["", *format_placement(r["placement"]),
+                  "  (the linked image's flash, total RAM and stack: `torchmcu build` adds them at the end)"]
     for name in r.get("backends", []):
         b = backends.get(name)
         if r.get(b.report_key or b.name):
