@@ -250,7 +250,7 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
     link(first)
     elf = out / "firmware.elf"
     su = [o.with_suffix(".su") for o in objs if o.with_suffix(".su").is_file()]
-    analysis = worst_case(elf, su, board.core.has_fpu or board.core.mve != "none").as_dict()
+    analysis = worst_case(elf, su, board.core.has_fpu or board.core.mve != "none", fw / "firmware.map").as_dict()
     computed = analysis["computed_bytes"]
     given = stack or meta.get("stack")
     reserved = given or (stack_with_margin(computed) if computed is not None else board.stack_size)

@@ -15,7 +15,10 @@ than it takes). An indirect call (blx/bx through a register) may reach any
 function whose address the image holds: every word of its loaded sections
 (literal pools, tables such as the kernel table, vtables, init arrays) that
 is a function's address with the Thumb bit set, except the vector table's
-own entries, which only the hardware calls.
+own entries, which only the hardware calls, and the kernel table's entries
+(each op's check and run), which only the runtime core calls: a kernel
+never calls another op's kernel through the table (its fallback is the
+portable kernel's own Kernel, which stays a possible target).
 
 Roots: the reset handler (the main thread: startup, main, everything main
 calls) and each exception handler of the vector table; an exception stacks
@@ -283,7 +286,54 @@ class StackResult:
                 "margin": f"max({MARGIN_MIN} B, {int(MARGIN_RATIO * 100)} %) rounded up to 8 B"}
 
 
-def worst_case(elf_path: Path, su_files: list[Path], has_fp: bool) -> StackResult:
+_MAP_TEXT = re.compile(r"^ \.text\.(\S+)(?:\s+0x([0-9a-f]+)\s+0x[0-9a-f]+\s+(\S.*))?$")
+_MAP_CONT = re.compile(r"^\s+0x([0-9a-f]+)\s+0x[0-9a-f]+\s+(\S.*)$")
+
+
+def core_functions(map_path: Path | None) -> set[int]:
+    """Addresses of the functions the runtime core's objects (firmware/core/)
+    define, from the linker map (-ffunction-sections: one .text.<name> each)."""
+    if map_path is None or not map_path.is_file():
+        return set()
+    out: set[int] = set()
+    pending = False
+    for line in map_path.read_text().splitlines():
+        m = _MAP_TEXT.match(line)
+        if m:
+            pending = m.group(2) is None
+            if not pending and "/firmware/core/" in m.group(3):
+                out.add(int(m.group(2), 16))
+            continue
+        if pending:
+            c = _MAP_CONT.match(line)
+            if c and "/firmware/core/" in c.group(2):
+                out.add(int(c.group(1), 16))
+            pending = False
+    return out
+
+
+def _words_of(elf: Elf, addr: int, size: int) -> list[int]:
+    for _, (base, length, off, flags) in elf.sections.items():
+        if flags & 2 and base <= addr and addr + size <= base + length and off + length <= len(elf.data):
+            return list(struct.unpack_from(f"<{size // 4}I", elf.data, off + addr - base))
+    return []
+
+
+def kernel_table_entries(elf: Elf) -> set[int]:
+    """The functions of the Kernel objects the kernel table lists."""
+    table = next((v for n, v in elf.symbols.items() if n.endswith("kKernelTableE")), None)
+    if table is None:
+        return set()
+    objects = sorted((v, sz) for v, sz in elf.symbols.values() if sz)
+    entries: set[int] = set()
+    for ptr in _words_of(elf, table[0], table[1]):
+        obj = next(((v, sz) for v, sz in objects if v == ptr), None)
+        if obj is not None:
+            entries |= {w & ~1 for w in _words_of(elf, obj[0], obj[1] - obj[1] % 4) if w & 1}
+    return entries & set(elf.functions)
+
+
+def worst_case(elf_path: Path, su_files: list[Path], has_fp: bool, map_path: Path | None = None) -> StackResult:
     elf = read_elf(elf_path)
     frames = read_frames(su_files)
     funcs = call_graph(elf_path, elf)
@@ -302,6 +352,10 @@ def worst_case(elf_path: Path, su_files: list[Path], has_fp: bool) -> StackResul
         raise BuildError(f"{elf_path}: the vector table is empty")
     reset, handlers = entries[0], sorted(set(entries[1:]) - {entries[0]})
     taken = {w & ~1 for w in _loaded_words(elf, (vt_addr, vt_addr + vt_size)) if w & 1} & set(elf.functions)
+    core = core_functions(map_path)
+    # Without the map the core is unknown: every function may then call the table's entries.
+    table_only = kernel_table_entries(elf) if core else set()
+    taken_outside_core = sorted(taken - table_only)
 
     def frame(addr: int) -> tuple[int, str]:
         for name in elf.functions[addr]:
@@ -339,7 +393,7 @@ def worst_case(elf_path: Path, su_files: list[Path], has_fp: bool) -> StackResul
         if fn is not None:
             callees = [(c, False) for c in sorted(fn.calls)]
             if fn.indirect:
-                callees += [(c, True) for c in sorted(taken)]
+                callees += [(c, True) for c in (sorted(taken) if addr in core else taken_outside_core)]
             on_path.append(addr)
             for c, indirect in callees:
                 via_indirect.append(indirect)
