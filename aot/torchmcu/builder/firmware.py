@@ -250,7 +250,10 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
     link(first)
     elf = out / "firmware.elf"
     su = [o.with_suffix(".su") for o in objs if o.with_suffix(".su").is_file()]
-    analysis = worst_case(elf, su, board.core.has_fpu or board.core.mve != "none", fw / "firmware.map").as_dict()
+    try:
+        analysis = worst_case(elf, su, board.core.has_fpu or board.core.mve != "none", fw / "firmware.map").as_dict()
+    except BuildError as e:  # an image the analysis cannot read: the board's stack, and why
+        analysis = {"computed_bytes": None, "unbounded": [f"not analysed: {e}"], "path": [], "handler_path": []}
     computed = analysis["computed_bytes"]
     given = stack or meta.get("stack")
     reserved = given or (stack_with_margin(computed) if computed is not None else board.stack_size)
@@ -325,8 +328,10 @@ def _report_linked(out: Path, record: dict) -> None:
 
 def linked_lines(record: dict) -> list[str]:
     s = record["stack"]
+    short = s.get("computed_bytes") is not None and s.get("reserved_bytes", 0) < s["computed_bytes"]
     return [format_size(record), format_ram(record["ram"]),
-            format_stack(s, s.get("reserved_bytes")) + f" ({s.get('source', '')})"]
+            format_stack(s, s.get("reserved_bytes")) + f" ({s.get('source', '')})"
+            + (": WARNING, less than the computed worst case" if short else "")]
 
 
 def _program_codes(out: Path) -> list[str]:
