@@ -16,8 +16,8 @@
 # Functions:
 #   torchmcu_add_model(<target> DIR <dir> [KERNEL_TABLE <file>])
 #     Adds a compiled model (what `torchmcu compile -o <dir>` wrote: model_pte.c, model_arenas.c,
-#     kernel_table.cc) to <target> and links the runtime. The kernel table names only the kernels
-#     the model uses, so the linker keeps only those. KERNEL_TABLE replaces it, e.g. with the
+#     kernel_table.cc, and its C API NAME.cc with NAME.h) to <target> and links the runtime. The
+#     kernel table names only the kernels the model uses, so the linker keeps only those. KERNEL_TABLE replaces it, e.g. with the
 #     CMSIS-NN table `torchmcu build <dir> --kernels cmsis-nn` writes (fw/kernel_table_cmsis_nn.cc).
 #     Several models in one target: compile each with its own `--symbol`, write one table for all
 #     (`torchmcu kernel-table <dir>... -o <file>`) and pass that same KERNEL_TABLE to each call.
@@ -145,6 +145,10 @@ function(torchmcu_add_model target)
     endif()
   endforeach()
   target_sources(${target} PRIVATE "${dir}/model_pte.c" "${dir}/model_arenas.c" "${table}")
+  # The model's C API (NAME.cc beside NAME.h: tmcu_NAME_init, _input, _invoke, _output, _reset).
+  file(GLOB api_sources "${dir}/*.cc")
+  list(FILTER api_sources EXCLUDE REGEX "/kernel_table[^/]*\\.cc$")
+  target_sources(${target} PRIVATE ${api_sources})
   target_include_directories(${target} PRIVATE "${dir}")
   file(READ "${table}" table_text)
   if(table_text MATCHES "kernels/cmsis_nn/kernels\\.h")

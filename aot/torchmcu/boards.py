@@ -76,6 +76,7 @@ class Memory:
     kind: str  # "code": rom-like memory holding the image; "ram": read-write
     speed: int  # rank, lower is faster; equal ranks are equally fast
     holds: tuple[str, ...]
+    external: bool = False  # off-chip (DRAM, PSRAM, QSPI flash): compile says when a part lands there
 
     @property
     def end(self) -> int:
@@ -240,9 +241,7 @@ class Board:
         ]
 
 
-# ---------------------------------------------------------------------------
 # Loading
-# ---------------------------------------------------------------------------
 
 def list_boards(arch: str | None = "cortex-m") -> list[str]:
     """Names of the boards described in the repository's boards/ directory
@@ -291,10 +290,10 @@ def _parse_board(raw: dict, path: Path) -> Board:
     name = _get(raw, "name", str, where)
     core_t = _get(raw, "core", dict, where)
     xtensa = core_t.get("arch") == "xtensa"
-    # A DSP has no QEMU machine here: its [qemu] table is optional.
-    qemu_t = raw.get("qemu", {}) if xtensa else _get(raw, "qemu", dict, where)
+    # [qemu], [io]: how QEMU runs the board; a part QEMU does not model goes without (it compiles and builds).
+    qemu_t = _get(raw, "qemu", dict, where) if "qemu" in raw else {}
     layout_t = _get(raw, "layout", dict, where)
-    io_t = _get(raw, "io", dict, where)
+    io_t = _get(raw, "io", dict, where) if "io" in raw else {"base": 0, "size": 0}
     mem_list = _get(raw, "memory", list, where)
 
     w = f"{where} [core]"
@@ -336,6 +335,7 @@ def _parse_board(raw: dict, path: Path) -> Board:
             kind=_get(m, "kind", str, w),
             speed=_get(m, "speed", int, w),
             holds=tuple(holds),
+            external=_get(m, "external", bool, w) if "external" in m else False,
         )
         if not _SECTION_NAME.match(mem.name):
             raise BoardError(f"{w}: memory name {mem.name!r} must be an identifier (it names an ld region)")
@@ -361,10 +361,10 @@ def _parse_board(raw: dict, path: Path) -> Board:
     w = f"{where} [io]"
     io_base = _get(io_t, "base", int, w)
     io_size = _get(io_t, "size", int, w)
-    if io_size <= 0 or io_base % 16:
+    if ("io" in raw and io_size <= 0) or io_size < 0 or io_base % 16:
         raise BoardError(f"{w}: the io window needs a positive size and a 16-byte aligned base")
     for m in memories:
-        if io_base < m.end and m.base < io_base + io_size:
+        if io_size and io_base < m.end and m.base < io_base + io_size:
             raise BoardError(f"{w}: the io window overlaps memory {m.name!r}; it must be reserved for the runner")
 
     w = f"{where} [layout]"
@@ -373,8 +373,8 @@ def _parse_board(raw: dict, path: Path) -> Board:
         description=str(raw.get("description", "")),
         core=core,
         memories=tuple(memories),
-        qemu_machine=_get(qemu_t, "machine", str, f"{where} [qemu]") if qemu_t or not xtensa else "",
-        uart_base=_get(qemu_t, "uart_base", int, f"{where} [qemu]") if qemu_t or not xtensa else 0,
+        qemu_machine=_get(qemu_t, "machine", str, f"{where} [qemu]") if qemu_t else "",
+        uart_base=_get(qemu_t, "uart_base", int, f"{where} [qemu]") if qemu_t else 0,
         io_base=io_base,
         io_size=io_size,
         code_memory=_get(layout_t, "code", str, w),
@@ -423,11 +423,10 @@ def board_sources() -> list[Path]:
     return sorted(p for p in FIRMWARE_BOARDS_DIR.iterdir() if p.is_file() and p.suffix in exts)
 
 
-# ---------------------------------------------------------------------------
 # Linker script
-# ---------------------------------------------------------------------------
 
-def linker_script(board: Board, arenas: dict[str, str] | None = None, program_memory: str | None = None) -> str:
+def linker_script(board: Board, arenas: dict[str, str] | None = None, program_memory: str | None = None,
+                  stack_size: int | None = None) -> str:
     """Generate a GNU ld script for ``board``.
 
     Layout: vector table, .text, .rodata (model programs in
@@ -440,7 +439,12 @@ def linker_script(board: Board, arenas: dict[str, str] | None = None, program_me
     NOLOAD section collecting the input sections ``.bss.<name>*`` into that
     memory, bounded by ``__<name>_start``/``__<name>_end``. Arenas are not
     zeroed at reset: they are scratch space the runtime initialises.
+
+    ``stack_size``: default the board's (the most; `torchmcu build` sizes it from the computed worst case).
     """
+    stack_size = board.stack_size if stack_size is None else stack_size
+    if stack_size <= 0 or stack_size % 8:
+        raise BoardError(f"stack size {stack_size}: a positive multiple of 8 bytes")
     arenas = dict(arenas or {})
     code = board.memory(board.code_memory)
     # Programs too large for the code memory go to another that may hold
@@ -484,7 +488,7 @@ def linker_script(board: Board, arenas: dict[str, str] | None = None, program_me
         add(f"  {m.name} ({attrs}) : ORIGIN = 0x{m.base:08x}, LENGTH = 0x{m.size:08x}")
     add("}")
     add("")
-    add(f"__tmcu_stack_size = 0x{board.stack_size:x};")
+    add(f"__tmcu_stack_size = 0x{stack_size:x};")
     add(f"__tmcu_io_base = 0x{board.io_base:08x};")
     add(f"__tmcu_io_size = 0x{board.io_size:x};")
     add("")

@@ -1,7 +1,7 @@
 """The torchmcu command line.
 
-    torchmcu compile path.py:make --board mps3-an547 -o build/model
-    torchmcu build build/model
+    torchmcu compile path.py:make --board mps3-an547 -o build/model   (or a saved model.pt2)
+    torchmcu build build/model [--app main.c ...] [--lib] [--stack BYTES]
     torchmcu run build/model --sim qemu --input x.npy [--check] [--json] [--profile]
     torchmcu run build/model --device /dev/ttyACM0 [--baud 115200] [--check]
     torchmcu export build/model --arduino OUT [--name NAME]
@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from . import __version__
 from .backends import all_backends
 from .builder import kernel_table
 from .errors import TorchMCUError
@@ -44,11 +45,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration, io=args.io,
                 budgets=_pairs(args.budget, "--budget", _bytes), pins=_pairs(args.pin, "--pin", str),
                 inplace=not args.no_inplace, tile=args.tile, copy_hot_weights=args.copy_hot_weights,
-                symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends)
+                symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends,
+                io_layout=args.io_layout, stack=None if args.stack is None else _bytes(args.stack))
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
-    print(f"wrote {c.out_dir}/ (model.pte, model_pte.c/.h, model_arenas.c/.h, kernel_table.cc, "
-          "kernels.txt, memory_plan.json, report.json)")
+    print(f"wrote {c.out_dir}/ ({args.symbol}.h/.cc: the C API; model.pte, model_pte.c/.h, model_arenas.c/.h, "
+          "kernel_table.cc, kernels.txt, memory_plan.json, report.json)")
     return 0
 
 
@@ -90,11 +92,20 @@ def _pairs(items: list[str], flag: str, value: Any) -> dict[str, Any]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .builder.firmware import build_firmware, kernel_set
-    from .builder.size import elf_size, format_size
+    from .builder.firmware import build_firmware, build_library, kernel_set, linked_lines
+    from .builder.size import elf_size
 
+    stack = None if args.stack is None else _bytes(args.stack)
+    if args.lib:
+        if args.app:
+            raise TorchMCUError("--lib and --app: a library has no main; choose one")
+        archive = build_library(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
+                                verify=args.verify)
+        print(f"wrote {archive} and {archive.parent / 'include'}/ (the model's header, torchmcu/torchmcu.h); "
+              "link the archive with -Wl,--gc-sections")
+        return 0
     elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
-                         verify=args.verify)
+                         verify=args.verify, app=args.app or None, stack=stack)
     if elf.name == "firmware-xtensa.elf":  # a HiFi board: Cadence's tools and nnlib (torchmcu.backends.hifi.build)
         print(f"{elf}: built for Xtensa (commands: {elf.parent / 'fw-xtensa' / 'build.sh'})")
         return 0
@@ -103,10 +114,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     for code, kset in kernel_set(args.dir).items():
         by_set.setdefault(kset, []).append(code)
     print("kernels: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(by_set.items())))
-    print(f"{elf}: text {size.text} B, data {size.data} B, bss {size.bss} B "
-          f"(flash {size.text + size.data} B, static RAM {size.data + size.bss} B)")
-    breakdown = json.loads((elf.parent / "size.json").read_text())  # written by the build
-    print(f"{format_size(breakdown)} (per input file: {elf.parent / 'size.json'})")
+    print(f"{elf}: text {size.text} B, data {size.data} B, bss {size.bss} B")
+    record = json.loads((elf.parent / "size.json").read_text())  # written by the build
+    for line in linked_lines(record):
+        print(line)
+    print(f"(per input file and section: {elf.parent / 'size.json'})")
     return 0
 
 
@@ -124,9 +136,48 @@ def _load_inputs(paths: list[str], out_dir: str) -> list[np.ndarray]:
     return arrays
 
 
+def _stack_line(out_dir: str, used: int | None, size: int | None) -> str | None:
+    """Measured against computed: the high-water mark the startup read, and
+    the build's worst case (size.json)."""
+    if used is None:
+        return None
+    path = Path(out_dir) / "size.json"
+    computed = json.loads(path.read_text()).get("stack", {}).get("computed_bytes") if path.is_file() else None
+    text = f"stack: {used:,} B used (high-water mark, measured)"
+    if computed is not None:
+        text += f", {computed:,} B computed worst case"
+    return text + (f", {size:,} B reserved" if size else "")
+
+
+def cmd_run_app(args: argparse.Namespace) -> int:
+    """Firmware from the user's own sources: its output, and main's return value as the exit status."""
+    from .sim import runner
+
+    res = runner.run_app(args.dir, sim=args.sim, timeout_s=300.0 if args.timeout is None else args.timeout)
+    line = _stack_line(args.dir, res.stack_used, res.stack_size)
+    if args.json:
+        print(json.dumps({"exit_code": res.exit_code, "output": res.output, "stack_used": res.stack_used,
+                          "stack_size": res.stack_size}))
+    else:
+        sys.stdout.write(res.output)
+        if line:
+            print(f"torchmcu: {line}", file=sys.stderr)
+    return res.exit_code
+
+
+def _is_app_build(out_dir: str) -> bool:
+    path = Path(out_dir) / "size.json"
+    return path.is_file() and json.loads(path.read_text()).get("kind") == "app"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .sim import runner
 
+    if _is_app_build(args.dir) and not args.device:
+        if args.input or args.check or args.profile:
+            raise TorchMCUError(f"{args.dir}/firmware.elf runs your own main (built with --app): it takes no "
+                                "--input, --check or --profile; rebuild without --app for those")
+        return cmd_run_app(args)
     inputs = _load_inputs(args.input, args.dir)
     meta = runner.load_meta(args.dir)
     # The first sample also runs once op by op, so every result carries a profile.
@@ -161,6 +212,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "ops": ops,
         "note": "instruction counts from QEMU -icount shift=0, not cycles" if args.sim == "qemu" else
                 "the host runner counts no instructions",
+        "stack_used": res.stack_used,
     }
     if res.npu:  # the NPU's own counts, per partition (the Ethos-U delegate's PMU, profiled run)
         result["npu"] = {str(k): v for k, v in sorted(res.npu.items())}
@@ -209,6 +261,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{'#':>3}  {'op':<24} {'kind':<12} {'instructions':>12}")
             for i, op in sorted(enumerate(ops), key=lambda e: -(e[1].get("instructions") or 0)):
                 print(f"{i:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op.get('instructions') or 0:>12,}")
+        stack = _stack_line(args.dir, res.stack_used, res.stack_size)
+        if stack:
+            print(stack)
         if "check" in result:
             c = result["check"]
             print(f"check against {c['reference']}: " + ("passed" if c["passed"] else f"FAILED: {c['first_mismatch']}")
@@ -226,6 +281,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.pack:
+        from .export.pack import build_pack
+
+        pack = build_pack(args.pack, url=args.url, models=[args.dir])
+        print(f"wrote {pack}: the runtime, its kernels and platforms, and this model as the component "
+              f"Machine Learning:Model:{runner_symbol(args.dir)} (its C API and arrays under models/)")
+        return 0
     if args.arduino:
         from .export.arduino import export_arduino
 
@@ -249,12 +311,68 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bytes_text(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % (scale // 16 or 1) == 0:
+            v = n / scale
+            return f"{v:g} {unit}"
+    return f"{n:,} B"
+
+
+def core_summary(board: Any) -> str:
+    """The core and its extensions, e.g. "Cortex-M55, 32 MHz; FPU (auto, hard float ABI), DSP, MVE int+float"."""
+    c = board.core
+    if c.arch == "xtensa":
+        return f"Xtensa {c.cpu.upper()} DSP, {c.clock_hz / 1e6:g} MHz" + (
+            f"; core configuration {c.xtensa_core}" if c.xtensa_core else "")
+    name = c.cpu.replace("cortex-m", "Cortex-M").replace("plus", "+")
+    ext = []
+    if c.has_fpu:
+        ext.append(f"FPU ({c.fpu}, {c.float_abi} float ABI)")
+    if c.dsp:
+        ext.append("DSP")
+    if c.mve != "none":
+        ext.append({"int": "MVE int", "float": "MVE int+float"}[c.mve])
+    if board.npu is not None:
+        ext.append(f"NPU {board.npu.accelerator}")
+    return f"{name}, {c.clock_hz / 1e6:g} MHz; " + (", ".join(ext) if ext else "no FPU, DSP or MVE")
+
+
+def describe_board(board: Any) -> str:
+    """`torchmcu boards`: the board, its core and extensions, and each memory
+    (name, base, size, what it holds, on- or off-chip) and the layout."""
+    where = "" if board.source is None or board.source.parent == _boards_dir() else f" ({board.source})"
+    lines = [f"{board.name}{where}: {board.description}" if board.description else f"{board.name}{where}",
+             f"  core     {core_summary(board)}"]
+    for m in sorted(board.memories, key=lambda m: m.base):
+        chip = "off-chip" if m.external else "on-chip"
+        lines.append(f"  memory   {m.name:<9} 0x{m.base:08x}  {_bytes_text(m.size):>10}  {m.kind:<4} speed {m.speed}  "
+                     f"{chip:<8}  holds {', '.join(m.holds)}")
+    lines.append(f"  layout   code in {board.code_memory}; data, bss and stack in {board.data_memory} "
+                 + (f"(stack at most {_bytes_text(board.stack_size)}; `torchmcu build` sizes it)" if board.core.arch == "cortex-m"
+                    else f"(stack {_bytes_text(board.stack_size)})"))
+    lines.append(f"  qemu     {board.qemu_machine}" if board.qemu_machine else "  qemu     none (QEMU does not run it)")
+    return "\n".join(lines)
+
+
+def _boards_dir() -> Path:
+    from .boards import BOARDS_DIR
+
+    return BOARDS_DIR
+
+
+def runner_symbol(out_dir: str) -> str:
+    from .sim.runner import load_meta
+
+    return str(load_meta(out_dir).get("symbol", "model"))
+
+
 def cmd_boards(args: argparse.Namespace) -> int:
     from .boards import list_boards, load_board
 
-    for name in list_boards(arch=None):  # Cortex-M and Xtensa
-        b = load_board(name)
-        print(f"{name:<14} {b.description}")
+    names = args.board or list_boards(arch=None)  # Cortex-M and Xtensa
+    for k, name in enumerate(names):
+        print(("\n" if k else "") + describe_board(load_board(name)))
     return 0
 
 
@@ -278,10 +396,12 @@ def cmd_deps(args: argparse.Namespace) -> int:
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="torchmcu", description="PyTorch models compiled into microcontroller firmware")
+    p.add_argument("--version", action="version", version=f"torchmcu {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("compile", help="compile a model into a build directory")
-    c.add_argument("model", help="path.py:function returning (nn.Module, example_inputs)")
+    c.add_argument("model", help="path.py:function returning (nn.Module, example_inputs), or a saved "
+                                 "ExportedProgram (model.pt2, torch.export.save), with its example inputs")
     c.add_argument("--board", required=True, help="board name (see `torchmcu boards`) or a .toml path")
     c.add_argument("-o", "--output", required=True, help="output directory")
     c.add_argument("--quant", default="float32", choices=["float32", "int8", "int4", "a16w8"],
@@ -294,6 +414,13 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("--io", default="float", choices=["float", "int8"],
                    help="int8: the program takes and gives int8 (with --quant int8); `run --input` "
                         "still takes float arrays and quantizes them as the device would")
+    c.add_argument("--io-layout", default="nchw", choices=["nchw", "nhwc"],
+                   help="nhwc: inputs and outputs of 3 and more dims channels last, the order the convolutions "
+                        "run in: no PERMUTE at the edges (with --io int8, no (de)quantize either). NAME.h says "
+                        "what was chosen; `run --input` still takes PyTorch's order (default nchw)")
+    c.add_argument("--stack", metavar="BYTES",
+                   help="the stack the firmware will have, for the room arenas may take beside it (default the "
+                        "board's stack_size; `build` sizes the stack from its computed worst case)")
     c.add_argument("--calibration", help=".npz with one array per model input, samples along axis 0 "
                                          "(a single-input model takes any one key); default: the example inputs")
     c.add_argument("--budget", action="append", default=[], metavar="MEM=BYTES",
@@ -313,8 +440,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="copy the most-read weights at load into fast RAM the plan leaves free, when the "
                         "program sits in slower memory")
     c.add_argument("--symbol", default="model", metavar="NAME",
-                   help="name of the generated C arrays: tmcu_NAME_pte, tmcu_NAME_arenas (default model); "
-                        "give each model its own to link several into one firmware (see kernel-table)")
+                   help="the model's C name: its API NAME.h/NAME.cc (tmcu_NAME_init, _input, _invoke, _output, "
+                        "_reset) and arrays tmcu_NAME_pte, tmcu_NAME_arenas (default model); give each model its "
+                        "own to link several into one firmware (see kernel-table)")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")
@@ -327,6 +455,16 @@ def make_parser() -> argparse.ArgumentParser:
                    help="program checks at load: full (default; a corrupted program gets an error code) or "
                         "minimal (the compiled-in program is trusted: a few instructions per op to load, and "
                         "the verifier and kernel checks are left out of the image)")
+    b.add_argument("--app", nargs="+", metavar="SOURCE",
+                   help="build firmware from your own sources (main.c and others: C, C++, assembly) with the "
+                        "board's startup, linker script and the runtime; they include NAME.h. main's return "
+                        "value is the exit status under simulation (`run DIR` prints the output)")
+    b.add_argument("--lib", action="store_true",
+                   help="write DIR/lib/libtorchmcu_NAME.a and DIR/lib/include/ for your own build system "
+                        "(no startup, no main)")
+    b.add_argument("--stack", metavar="BYTES",
+                   help="the stack's size (default: the worst case computed from -fstack-usage over the linked "
+                        "call graph, plus max(256 B, 25 %%))")
     b.add_argument("-v", "--verbose", action="store_true", help="show the compiler commands")
     b.set_defaults(fn=cmd_build)
 
@@ -357,16 +495,20 @@ def make_parser() -> argparse.ArgumentParser:
     i.add_argument("--values", action="store_true", help="also print constant values (abridged)")
     i.set_defaults(fn=cmd_inspect)
 
-    e = sub.add_parser("export", help="write a compiled program as a TensorFlow Lite model (int8) "
-                                      "or an Arduino library")
+    e = sub.add_parser("export", help="write a compiled program as a TensorFlow Lite model (int8), "
+                                      "an Arduino library or a CMSIS-Pack")
     e.add_argument("dir", help="build directory holding model.pte")
     form = e.add_mutually_exclusive_group(required=True)
     form.add_argument("--tflite", metavar="OUT.tflite", help="the .tflite file to write")
     form.add_argument("--arduino", metavar="OUT", help="the Arduino library directory to write")
+    form.add_argument("--pack", metavar="OUT", help="the folder to write a CMSIS-Pack to: the runtime and this model "
+                                                    "as a component (Machine Learning:Model:NAME)")
+    e.add_argument("--url", help="with --pack: where the pack will be published (default: the output folder)")
     e.add_argument("--name", help="with --arduino: the library's name (default Torchmcu + the build directory's name)")
     e.set_defaults(fn=cmd_export)
 
-    bl = sub.add_parser("boards", help="list the known boards")
+    bl = sub.add_parser("boards", help="the known boards: core, extensions, memories")
+    bl.add_argument("board", nargs="*", help="a board name or a board .toml (default: every board of boards/)")
     bl.set_defaults(fn=cmd_boards)
 
     kt = sub.add_parser("kernel-table", help="write one kernel table for several compiled models "

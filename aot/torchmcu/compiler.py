@@ -2,15 +2,17 @@
 
     capture -> lower (graph passes) -> layout -> plan -> serialize
 
-Writes into OUT: model.pte, model_pte.{c,h}, model_arenas.{c,h},
-kernel_table.cc, kernels.txt (selective build), memory_plan.json,
-report.json + report.txt, model.json (what `build` and `run` need), and
-the exported program (model.pt2) that `run --check` takes as the reference.
+Writes into OUT: model.pte, model_pte.{c,h}, model_arenas.{c,h}, the
+model's C API (NAME.h, NAME.cc: torchmcu.program.c_api), kernel_table.cc,
+kernels.txt (selective build), memory_plan.json, report.json + report.txt
+(torchmcu.report), model.json (what `build` and `run` need), and the
+exported program (model.pt2) that `run --check` takes as the reference.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,12 +25,17 @@ from .backends import Backend, CompileContext
 from .boards import BOARDS_DIR, Board, load_board
 from .builder.kernel_table import kernel_table_source
 from .errors import CompileError
-from .frontend.capture import capture
+from .frontend.capture import capture, from_exported
 from .ir import PGraph
-from .passes import lower, to_program_graph
+from .passes import IO_LAYOUTS, io_perm, lower, to_program_graph
 from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, plan
 from .program import serialize
-from .sources import FIRMWARE
+from .program.c_api import IoTensor, api_sources, check_api_symbol
+from .report import (edge_ops, format_report, make_report, memory_picture, memory_plan, meta_quant,
+                     placement, runtime_state_bytes, weight_flash)
+
+__all__ = ["FLOAT_TOLERANCE", "Compiled", "arena_regions", "choose_arena_memory", "choose_program_memory", "compile",
+           "format_report", "make_report", "memory_plan", "runtime_state_bytes", "weight_flash"]
 
 
 @dataclass
@@ -46,11 +53,15 @@ class Compiled:
 DATA_RESERVE = 4096
 
 
-def arena_regions(board: Board, budgets: dict[str, int] | None = None) -> list[RegionSpec]:
+def arena_regions(board: Board, budgets: dict[str, int] | None = None, stack: int | None = None) -> list[RegionSpec]:
     """The board's memories that may hold arenas, fastest first, each with
     the bytes an arena may take there: its size, less the stack and a
-    reserve in the data memory, capped by the user's budget."""
+    reserve in the data memory, capped by the user's budget. `stack`: the
+    stack the firmware will have (--stack); default the board's stack_size,
+    the most `torchmcu build` gives it (it sizes the stack from the
+    computed worst case, usually far less)."""
     budgets = dict(budgets or {})
+    stack = board.stack_size if stack is None else stack
     able = sorted((m for m in board.memories if "arena" in m.holds), key=lambda m: (m.speed, m.base))
     unknown = [k for k in budgets if k not in {m.name for m in able}]
     if unknown:
@@ -58,7 +69,7 @@ def arena_regions(board: Board, budgets: dict[str, int] | None = None) -> list[R
                            f"activations; memories that can hold them: {', '.join(m.name for m in able)}")
     regions = []
     for m in able:
-        room = m.size - (board.stack_size + DATA_RESERVE if m.name == board.data_memory else 0)
+        room = m.size - (stack + DATA_RESERVE if m.name == board.data_memory else 0)
         if m.name in budgets:
             if budgets[m.name] < 0:
                 raise CompileError(f"budget for {m.name} must be >= 0, got {budgets[m.name]}")
@@ -103,11 +114,17 @@ def choose_program_memory(board: Board, size: int, quant: str = "float32",
                        f"programs has room: {', '.join(f'{m.name} {m.size:,} B' for m in [code, *others])}{hint}")
 
 
-def _tensor_meta(t: Any, name: str, ptensor: Any) -> dict[str, Any]:
-    meta = {"name": name, "shape": list(t.shape), "dtype": "float32"}
-    if ptensor.dtype == "I8":
-        meta.update(dtype="int8", scale=ptensor.scale, zero_point=ptensor.zero_point)
-    return meta
+_IO_DTYPES = {"F32": "float32", "I8": "int8", "I16": "int16", "I32": "int32"}
+
+
+def _io_tensor(shape: tuple[int, ...], name: str, ptensor: Any, io_layout: str) -> IoTensor:
+    """A model input or output: PyTorch's shape, and how the program holds it."""
+    dtype = _IO_DTYPES.get(ptensor.dtype)
+    if dtype is None:
+        raise CompileError(f"model input/output {name} would be {ptensor.dtype}, which the C API does not describe")
+    quantized = dtype != "float32"
+    return IoTensor(name, tuple(int(d) for d in shape), io_perm(len(shape), io_layout), dtype,
+                    float(ptensor.scale) if quantized else 0.0, int(ptensor.zero_point) if quantized else 0)
 
 
 QUANT_SCHEMES = ("float32", "int8", "int4", "a16w8")  # int4: W4A8; a16w8: int16 activations (lower_s16.py)
@@ -121,8 +138,20 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             progress: bool = True, io: str = "float", budgets: dict[str, int] | None = None,
             pins: dict[str, str] | None = None, inplace: bool = True, copy_hot_weights: bool = False,
             tile: bool = False, symbol: str = serialize.DEFAULT_SYMBOL,
-            precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None) -> Compiled:
+            precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None,
+            io_layout: str = "nchw", stack: int | None = None) -> Compiled:
     """Compile `model` for `board` into `out_dir` (created).
+
+    model: an nn.Module, or a torch.export.ExportedProgram (example_inputs
+    None: the ones it was exported with).
+
+    io_layout: "nchw" (default: inputs and outputs as PyTorch has them) or
+    "nhwc": inputs and outputs of 3 and more dims channels last, the order the
+    convolutions run in, so that no PERMUTE runs at the edges; with io="int8"
+    no QUANTIZE/DEQUANTIZE either. NAME.h and model.json say what was chosen.
+    stack: the stack the firmware will have, for the room arenas may take in
+    the data memory (default the board's stack_size; `torchmcu build` sizes
+    the real stack from its computed worst case).
 
     quant: "float32", or "int8" (post-training quantization calibrated on
     `calibration`: an iterable of samples or a mapping of arrays with samples
@@ -151,9 +180,16 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     the rest.
     """
     try:
-        serialize.check_symbol(symbol)
+        check_api_symbol(symbol)
     except ValueError as e:
         raise CompileError(str(e)) from None
+    if io_layout not in IO_LAYOUTS:
+        raise CompileError(f"io_layout={io_layout!r}: choose one of {', '.join(IO_LAYOUTS)}")
+    if stack is not None and (stack <= 0 or stack % 8):
+        raise CompileError(f"stack={stack}: a positive number of bytes, a multiple of 8")
+    if isinstance(model, torch.export.ExportedProgram):
+        model, saved = from_exported(model)
+        example_inputs = saved if example_inputs is None else example_inputs
     board = board if isinstance(board, Board) else load_board(board)
     if quant not in QUANT_SCHEMES:
         raise CompileError(f"unknown quantization scheme {quant!r}; choose one of {', '.join(QUANT_SCHEMES)}")
@@ -183,7 +219,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     ep = capture(model, example_inputs)
     graph = lower(ep, io)
     active = backends.select(board, backend_names)
-    pg = to_program_graph(graph, scratch=lambda *op: max(b.scratch_bytes(*op) for b in active))
+    pg = to_program_graph(graph, scratch=lambda *op: max(b.scratch_bytes(*op) for b in active), io_layout=io_layout)
     if quant in ("int8", "int4", "a16w8"):
         _warn_fallbacks(pg)
     ctx = CompileContext(board, example_inputs, calibration)
@@ -200,7 +236,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     # Where a delegate's calls must find their operands (an NPU reaches some memories only).
     reach = {b.delegate_code: m for b in active if b.delegate_code in present
              and (m := b.operand_memories(board)) is not None}
-    regions = arena_regions(board, budgets)
+    regions = arena_regions(board, budgets, stack)
     mem = plan(pg, regions, PlanOptions(budgets=dict(budgets or {}), pins=dict(pins or {}), inplace=inplace,
                                         tile=tile, operand_memories=reach))
     for b in active:
@@ -210,9 +246,9 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     pte = serialize.to_pte(prog, segment)
     # What the device links (tool-only fields dropped): a delegate's calls keep a copy of their partitions' ops
     # for tools. Its blobs are read in place: the program must lie where the delegate reaches.
-    device_bytes = len(serialize.device_image(pte)) if reach else len(pte)
+    device_bytes = len(serialize.device_image(pte))
     program_reach = tuple(m.name for m in board.memories if all(m.name in r for r in reach.values())) if reach else None
-    program_memory = choose_program_memory(board, device_bytes, quant, reach=program_reach)
+    program_memory = choose_program_memory(board, device_bytes, meta_quant(pg), reach=program_reach)
     hot_note = None
     if copy_hot_weights:
         speed = board.memory(program_memory).speed
@@ -230,29 +266,47 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     h, c = serialize.model_arena_sources(arenas, symbol)
     (out / "model_arenas.h").write_text(h)
     (out / "model_arenas.c").write_text(c)
+    inputs = [_io_tensor(tuple(x.shape), pg.tensors[t].name, pg.tensors[t], io_layout)
+              for x, t in zip(example_inputs, pg.inputs)]
+    device_bytes = len(serialize.device_image(pte))  # again: hot weights may have changed the program
+    with torch.no_grad():
+        ref = ep.module()(*example_inputs)
+    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    outputs = [_io_tensor(tuple(r.shape), f"output_{k}", pg.tensors[t], io_layout)
+               for k, (r, t) in enumerate(zip(refs, pg.outputs))]
+    h, c = api_sources(symbol, inputs, outputs, {"board": board.name, "quant": meta_quant(pg), "io_layout": io_layout,
+                                                 "arena_bytes": sum(a.size for a in arenas),
+                                                 "program_bytes": device_bytes})
+    (out / f"{symbol}.h").write_text(h)
+    (out / f"{symbol}.cc").write_text(c)
     codes = sorted({op.code for op in pg.ops})
     (out / "kernel_table.cc").write_text(kernel_table_source(codes))
     (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
     torch.export.save(ep, str(out / "model.pt2"))
 
-    with torch.no_grad():
-        ref = ep.module()(*example_inputs)
-    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
     meta = {
         # A board of the repository by name; one described in the user's own file by its path.
         "board": board.name if board.source is None or board.source.parent == BOARDS_DIR else str(board.source),
         "program_memory": program_memory,
         "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size} for a in arenas],
-        "inputs": [_tensor_meta(x, pg.tensors[t].name, pg.tensors[t]) for x, t in zip(example_inputs, pg.inputs)],
-        "outputs": [_tensor_meta(r, f"output_{k}", pg.tensors[t]) for k, (r, t) in enumerate(zip(refs, pg.outputs))],
+        "inputs": [t.as_meta() for t in inputs],
+        "outputs": [t.as_meta() for t in outputs],
+        "io_layout": io_layout,
         "float_tolerance": FLOAT_TOLERANCE,
         "quant": quant,
         "symbol": symbol,
+        **({"stack": stack} if stack is not None else {}),
     }
     (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
     np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
 
-    report = make_report(board, pg, mem, pte, len(segment), program_memory)
+    report = make_report(board, pg, mem, pte, len(segment), program_memory, device_bytes)
+    report["io"] = {"layout": io_layout, "inputs": meta["inputs"], "outputs": meta["outputs"],
+                    "edge_ops": edge_ops(pg)}
+    report["placement"] = placement(board, program_memory, device_bytes, mem, stack)
+    if progress:
+        for note in report["placement"]["notes"]:
+            print(f"torchmcu: note: {note}", file=sys.stderr, flush=True)
     if chosen is not None:
         report["precision"] = {"chosen": chosen.precision, "budget": chosen.budget, "bytes": chosen.bytes,
                                "sqnr_db": chosen.sqnr_db, "estimate_db": chosen.estimate_db,
@@ -297,216 +351,7 @@ def _check_kernels(pg: PGraph, chosen: list[Backend]) -> None:
                                source=op.source)
 
 
-def memory_plan(pg: PGraph, mem: Plan) -> dict[str, Any]:
-    regions = []
-    for k, reg in enumerate(mem.regions):
-        buffers = []
-        for b in sorted(reg.buffers):
-            first, last = mem.lifetimes[b]
-            names = [t.name for t in pg.tensors if t.buffer == b]
-            buffers.append({"buffer": b, "tensors": names, "bytes": pg.buffers[b], "offset": mem.offsets[b],
-                            "first_op": first, "last_op": last})
-        hot = [{"tensor": pg.tensors[h.tensor].name, "bytes": h.nbytes, "offset": h.offset,
-                "reads_per_byte": round(h.reads_per_byte, 2)} for h in mem.hot if h.region == k]
-        regions.append({"arena": k, "name": reg.name, "arena_bytes": reg.arena_bytes,
-                        "lower_bound_bytes": reg.lower_bound_bytes, "capacity_bytes": reg.capacity,
-                        "buffers": buffers, "hot_weights": hot})
-    return {"arena_bytes": mem.arena_bytes, "lower_bound_bytes": mem.lower_bound_bytes,
-            "classic_lower_bound_bytes": mem.classic_lower_bound_bytes, "aliasing": mem.aliasing,
-            "regions": regions}
-
-
 def copy_hot_weights_into(pg: PGraph, mem: Plan, program_speed: int) -> bool:
     """Plan --copy-hot-weights; True when some weights were placed."""
     return bool(copy_hot_weights(pg, mem, program_speed))
 
-
-_STATE_CACHE: dict[tuple[str, ...], int | None] = {}
-
-
-def runtime_state_bytes(board: Board) -> int | None:
-    """sizeof(torchmcu::Method) on the board's core: the only RAM the
-    runtime keeps besides the planned arenas. Measured by compiling it with
-    the board's flags (None when arm-none-eabi-g++ is not installed)."""
-    import hashlib
-    import re
-    import shutil
-    import subprocess
-    import tempfile
-
-    gxx = shutil.which("arm-none-eabi-g++")
-    if gxx is None or board.core.arch != "cortex-m":  # Xtensa: its compiler is Cadence's, not here
-        return None
-    firmware = FIRMWARE
-    digest = hashlib.sha256()
-    for h in sorted((firmware / "core").glob("*.h")):
-        digest.update(h.read_bytes())
-    key = (digest.hexdigest(), *board.cflags)
-    if key not in _STATE_CACHE:
-        src = ('#include "core/method.h"\n'
-               'extern "C" { extern const unsigned tmcu_state_bytes; '
-               'const unsigned tmcu_state_bytes = sizeof(torchmcu::Method); }\n')
-        with tempfile.TemporaryDirectory() as d:
-            (Path(d) / "state.cc").write_text(src)
-            r = subprocess.run([gxx, *board.cflags, "-std=c++17", "-fno-rtti", "-fno-exceptions", "-O1",
-                                f"-I{firmware}", "-S", "-o", "-", str(Path(d) / "state.cc")],
-                               capture_output=True, text=True, check=False)
-        m = re.search(r"tmcu_state_bytes:\s*\.word\s+(\d+)", r.stdout)
-        _STATE_CACHE[key] = int(m.group(1)) if r.returncode == 0 and m else None
-    return _STATE_CACHE[key]
-
-
-def memory_picture(pg: PGraph, mem: Plan, path: Path) -> str | None:
-    """A PNG of buffers over time, one panel per region. Needs matplotlib;
-    TORCHMCU_PLOT=0 skips it (the tests do, for speed)."""
-    import os
-
-    if os.environ.get("TORCHMCU_PLOT", "1") == "0":
-        return None
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Rectangle
-    except ImportError:
-        return None
-    n = max(len(mem.regions), 1)
-    fig, axes = plt.subplots(n, 1, figsize=(10, 3.2 * n), squeeze=False)
-    cmap = plt.get_cmap("tab20")
-    steps = len(pg.ops)
-    for k, reg in enumerate(mem.regions):
-        ax = axes[k][0]
-        for j, b in enumerate(sorted(reg.buffers)):
-            first, last = mem.lifetimes[b]
-            size = pg.buffers[b]
-            ax.add_patch(Rectangle((first - 0.45, mem.offsets[b]), last - first + 0.9, size,
-                                   facecolor=cmap(j % 20), edgecolor="black", linewidth=0.4))
-            if size >= 0.08 * max(reg.arena_bytes, 1):
-                name = next((t.name for t in pg.tensors if t.buffer == b), str(b))
-                ax.text((first + last) / 2, mem.offsets[b] + size / 2, name[:18], ha="center", va="center",
-                        fontsize=6)
-        for h in mem.hot:
-            if h.region == k:
-                ax.add_patch(Rectangle((-1.45, h.offset), steps + 1.9, h.nbytes, facecolor="lightgrey",
-                                       edgecolor="grey", hatch="//", linewidth=0.4))
-        ax.axhline(reg.lower_bound_bytes, color="red", linestyle="--", linewidth=0.8,
-                   label=f"lower bound {reg.lower_bound_bytes:,} B")
-        ax.set_xlim(-1.5, steps + 0.5)
-        ax.set_ylim(0, max(reg.arena_bytes, 16) * 1.05)
-        ax.set_xlabel("op index (-1: inputs written; last: outputs read)")
-        ax.set_ylabel("offset (bytes)")
-        ax.set_title(f"{reg.name}: {reg.arena_bytes:,} B planned, lower bound {reg.lower_bound_bytes:,} B")
-        ax.legend(loc="upper right", fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path.name
-
-
-def weight_flash(pg: PGraph) -> dict[str, Any]:
-    """Bytes of the conv/linear weights as stored (int4 packed two per byte)
-    and what the same weights take at int8 (one byte each) and float32."""
-    stored = elements = 0
-    for op in pg.ops:
-        if op.code in WEIGHTED_CODES:
-            t = pg.tensors[op.inputs[1]]
-            stored += t.nbytes
-            elements += int(np.prod(t.dims, dtype=np.int64))
-    return {"bytes": stored, "int8_bytes": elements, "float32_bytes": 4 * elements,
-            "int4_layers": sum(op.code.endswith("_S4") for op in pg.ops)}
-
-
-WEIGHTED_CODES = {f"{op}_{t}" for op in ("CONV2D", "DEPTHWISE_CONV2D", "LINEAR") for t in ("F32", "S8", "S4", "S16")}
-
-
-def meta_quant(pg: PGraph) -> str:
-    if any(op.code.endswith("_S16") for op in pg.ops):  # int16 beside int8/int4 layers: mixed precision
-        return "mixed" if any(op.code.endswith(("_S8", "_S4")) for op in pg.ops) else "a16w8"
-    if any(op.code.endswith("_S4") for op in pg.ops):
-        return "int4"
-    return "int8" if any(op.code.endswith("_S8") or op.code == "ETHOS_U" for op in pg.ops) else "float32"
-
-
-def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes: int,
-                program_memory: str | None = None) -> dict[str, Any]:
-    ops = [{"index": i, "name": op.name, "kind": op.kind, "code": op.code, "backend": op.backend,
-            "macs": op.macs, "source": op.source} for i, op in enumerate(pg.ops)]
-    coverage: dict[str, int] = {}
-    for op in pg.ops:
-        coverage[op.backend] = coverage.get(op.backend, 0) + 1
-    regions = []
-    for reg in mem.regions:
-        planned = reg.arena_bytes - reg.hot_bytes
-        regions.append({"name": reg.name, "planned_bytes": planned, "lower_bound_bytes": reg.lower_bound_bytes,
-                        "ratio": round(planned / reg.lower_bound_bytes, 4) if reg.lower_bound_bytes else 1.0,
-                        "capacity_bytes": reg.capacity, "hot_weight_bytes": reg.hot_bytes,
-                        "arena_bytes": reg.arena_bytes})
-    activations = sum(r["planned_bytes"] for r in regions)
-    return {
-        "board": board.name,
-        "board_arch": board.core.arch,
-        "quant": meta_quant(pg),
-        "ops": ops,
-        "coverage": coverage,
-        "macs": sum(op.macs for op in pg.ops),
-        "memory": {
-            "regions": regions,
-            "activation_bytes": activations,
-            "lower_bound_bytes": mem.lower_bound_bytes,
-            "classic_lower_bound_bytes": mem.classic_lower_bound_bytes,
-            "ratio_to_classic": round(activations / mem.classic_lower_bound_bytes, 4)
-            if mem.classic_lower_bound_bytes else 1.0,
-            "aliasing": mem.aliasing,
-            "persistent_bytes": runtime_state_bytes(board),
-            "hot_weights": [{"tensor": pg.tensors[h.tensor].name, "region": mem.regions[h.region].name,
-                             "bytes": h.nbytes, "reads_per_byte": round(h.reads_per_byte, 2)} for h in mem.hot],
-        },
-        "flash": {"program_bytes": len(pte), "constant_bytes": constant_bytes,
-                  "flatbuffer_bytes": len(pte) - constant_bytes, "program_memory": program_memory,
-                  "weights": weight_flash(pg)},
-        "kernels": sorted({op.code for op in pg.ops}),
-    }
-
-
-def format_report(r: dict[str, Any]) -> str:
-    lines = [f"torchmcu report for board {r['board']}", ""]
-    lines.append(f"{'#':>3}  {'op':<24} {'kind':<12} {'backend':<9} {'MACs':>10}  source")
-    for op in r["ops"]:
-        lines.append(f"{op['index']:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op['backend']:<9} "
-                     f"{op['macs']:>10}  {op['source'] or ''}")
-    lines += ["", f"MACs per inference: {r['macs']:,}", "", "RAM (activations):"]
-    m = r["memory"]
-    for reg in m["regions"]:
-        hot = f" + {reg['hot_weight_bytes']:,} B hot weights" if reg["hot_weight_bytes"] else ""
-        lines.append(f"  {reg['name']}: {reg['planned_bytes']:,} B planned{hot}, lower bound "
-                     f"{reg['lower_bound_bytes']:,} B (ratio {reg['ratio']:.2f}), "
-                     f"{reg['capacity_bytes']:,} B available")
-    done = ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in m["aliasing"].items() if v)
-    lines.append(f"  before aliasing and tiling the lower bound was {m['classic_lower_bound_bytes']:,} B"
-                 + (f" ({done})" if done else ""))
-    state = m["persistent_bytes"]
-    why = ("arm-none-eabi-g++ not found" if r.get("board_arch", "cortex-m") == "cortex-m"
-           else f"no {r['board_arch']} compiler here")
-    lines.append(f"  runtime state: {state} B per model" if state is not None
-                 else f"  runtime state: not measured ({why})")
-    if m.get("hot_weights_note"):
-        lines.append(f"  --copy-hot-weights: {m['hot_weights_note']}")
-    for h in m["hot_weights"]:
-        lines.append(f"  copied at load to {h['region']}: {h['tensor']} ({h['bytes']:,} B, "
-                     f"{h['reads_per_byte']} reads per byte)")
-    if m.get("picture"):
-        lines.append(f"  picture: {m['picture']}")
-    f = r["flash"]
-    lines += ["", f"Flash (program): {f['program_bytes']:,} B = {f['flatbuffer_bytes']:,} B program "
-              f"+ {f['constant_bytes']:,} B constants"]
-    wf = f.get("weights")
-    if wf and wf["int8_bytes"]:
-        lines.append(f"  weights: {wf['bytes']:,} B as stored ({wf['int4_layers']} int4 layers); "
-                     f"{wf['int8_bytes']:,} B at int8, {wf['float32_bytes']:,} B at float32")
-    for name in r.get("backends", []):
-        b = backends.get(name)
-        if r.get(b.report_key or b.name):
-            lines += ["", b.format_report(r[b.report_key or b.name]).rstrip("\n")]
-    lines.append("")
-    return "\n".join(lines)

@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 FIRMWARE = REPO / "firmware"
 SIM_DIR = REPO / "sim"  # simulator platform files
 
-CORE_SOURCES = ["core/program.cc", "core/method.cc"]
+CORE_SOURCES = ["core/program.cc", "core/method.cc", "core/c_api.cc"]
 APP_SOURCES = ["app/app.cc"]
 CXXFLAGS = ["-std=c++17", "-fno-rtti", "-fno-exceptions", "-fno-threadsafe-statics",
             "-ffunction-sections", "-fdata-sections", "-Wall", "-Wextra", "-Werror"]

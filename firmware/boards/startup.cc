@@ -111,6 +111,40 @@ const VectorTable tmcu_vector_table =
 
 using namespace tmcu_board;
 
+namespace {
+
+// The stack's high-water mark, measured: Reset_Handler fills the stack below
+// its own frame with this word before anything else runs; when main returns,
+// the lowest word that no longer holds it is as deep as the stack ever went
+// (a value equal to the pattern stored at the very bottom would be missed:
+// one word in 2^32). torchmcu.builder.stack computes the bound this checks.
+constexpr uint32_t kStackPaint = 0xC5AC5AC5u;
+
+// Always inlined and through a volatile pointer: no call (whose frame would
+// sit in the painted range) and no memset.
+__attribute__((always_inline)) inline void paint_stack() {
+  uint32_t* sp;
+  __asm__ volatile("mov %0, sp" : "=r"(sp));
+  for (volatile uint32_t* p = __tmcu_stack_bottom; p < sp; ++p) *p = kStackPaint;
+}
+
+// "tmcu: stack used=<bytes> size=<bytes>" (torchmcu.sim.runner reads it).
+void report_stack() {
+  const uint32_t* p = __tmcu_stack_bottom;
+  while (p < __tmcu_stack_top && *p == kStackPaint) ++p;
+  const uint32_t used = uint32_t(reinterpret_cast<uintptr_t>(__tmcu_stack_top) - reinterpret_cast<uintptr_t>(p));
+  const uint32_t size = uint32_t(reinterpret_cast<uintptr_t>(__tmcu_stack_top) -
+                                 reinterpret_cast<uintptr_t>(__tmcu_stack_bottom));
+  uart_enable();
+  write_str("tmcu: stack used=");
+  write_dec(used);
+  write_str(" size=");
+  write_dec(size);
+  write_str("\n");
+}
+
+}  // namespace
+
 extern "C" void Reset_Handler(void) {
 #if TMCU_BOARD_HAS_FPU || TMCU_BOARD_HAS_MVE
   // First, before any compiler-generated code could touch an FP or MVE
@@ -128,13 +162,19 @@ extern "C" void Reset_Handler(void) {
   reg32(kScbVtor) = reinterpret_cast<uintptr_t>(&tmcu_vector_table);
   dsb_isb();
 
+  paint_stack();
   for (uint32_t *src = __tmcu_data_load, *dst = __tmcu_data_start; dst < __tmcu_data_end;) *dst++ = *src++;
   for (uint32_t* dst = __tmcu_bss_start; dst < __tmcu_bss_end;) *dst++ = 0;
 
   for (tmcu_init_fn* f = __tmcu_preinit_array_start; f < __tmcu_preinit_array_end; ++f) (*f)();
   for (tmcu_init_fn* f = __tmcu_init_array_start; f < __tmcu_init_array_end; ++f) (*f)();
 
-  tmcu_platform_exit(tmcu_program_main());
+  // The UART and tick counter before main, so that an application may print
+  // from its first line (tmcu_platform_init is idempotent).
+  tmcu_platform_init();
+  const int status = tmcu_program_main();
+  report_stack();
+  tmcu_platform_exit(status);
 }
 
 // Finds the exception frame (on MSP or PSP, per EXC_RETURN bit 2) and hands

@@ -16,6 +16,10 @@
 #   TORCHMCU_QUANT        float32 (default) or int8.
 #   TORCHMCU_IO           float (default) or int8: the program's input and
 #                         output dtype (with int8 quantization).
+#   TORCHMCU_IO_LAYOUT    nchw (default) or nhwc: the inputs' and outputs'
+#                         order (nhwc: channels last, no permute at the edges).
+#   TORCHMCU_SYMBOL       the model's C name (default model): its C API is
+#                         NAME.h (tmcu_NAME_init, _input, _invoke, _output).
 #   TORCHMCU_CALIBRATION  calibration data for int8: an .npz (one array per
 #                         model input, samples along axis 0), or
 #                         path.py:function returning such arrays.
@@ -30,11 +34,11 @@
 #                         put on its PYTHONPATH.
 #
 # What it makes: a Zephyr library `torchmcu_model` (model_pte.c,
-# model_arenas.c, the kernel table of the ops the model uses and, with
-# CONFIG_TORCHMCU_APP, model_io.c), and the application target `app` gets the
-# include directory of model_pte.h and model_arenas.h (runtime/CMakeLists.txt
-# gives it the runtime's headers). Generated files go to
-# ${CMAKE_BINARY_DIR}/torchmcu/.
+# model_arenas.c, the model's C API NAME.cc, the kernel table of the ops the
+# model uses and, with CONFIG_TORCHMCU_APP, model_io.c), and the application
+# target `app` gets the include directory of NAME.h, model_pte.h and
+# model_arenas.h (runtime/CMakeLists.txt gives it the runtime's headers).
+# Generated files go to ${CMAKE_BINARY_DIR}/torchmcu/.
 
 set(TORCHMCU_MODULE_DIR ${CMAKE_CURRENT_LIST_DIR}/..)
 
@@ -123,7 +127,13 @@ function(torchmcu_model_from_variables)
         "a directory written by `torchmcu compile` (no ${model_dir}/model.json)")
     endif()
   endif()
+  if(TORCHMCU_SYMBOL)
+    set(symbol ${TORCHMCU_SYMBOL})
+  else()
+    set(symbol model)
+  endif()
   set(model_outputs
+    ${model_dir}/${symbol}.h ${model_dir}/${symbol}.cc
     ${model_dir}/model_pte.c ${model_dir}/model_pte.h ${model_dir}/model_arenas.c
     ${model_dir}/model_arenas.h ${model_dir}/kernel_table.cc ${model_dir}/kernels.txt
     ${model_dir}/model.json ${model_dir}/model.pte ${model_dir}/example_inputs.npz)
@@ -166,8 +176,11 @@ function(torchmcu_model_from_variables)
     if(NOT TORCHMCU_IO)
       set(TORCHMCU_IO float)
     endif()
+    if(NOT TORCHMCU_IO_LAYOUT)
+      set(TORCHMCU_IO_LAYOUT nchw)
+    endif()
     set(args ${model_file}:${model_function} --board ${board} -o ${model_dir}
-      --quant ${TORCHMCU_QUANT} --io ${TORCHMCU_IO})
+      --quant ${TORCHMCU_QUANT} --io ${TORCHMCU_IO} --io-layout ${TORCHMCU_IO_LAYOUT} --symbol ${symbol})
     if(CALIBRATION_file)
       list(APPEND args --calibration ${CALIBRATION_file})
     endif()
@@ -190,7 +203,7 @@ function(torchmcu_model_from_variables)
       COMMENT "torchmcu: using the compiled model in ${model_dir}")
   endif()
 
-  set(sources ${model_dir}/model_pte.c ${model_dir}/model_arenas.c)
+  set(sources ${model_dir}/model_pte.c ${model_dir}/model_arenas.c ${model_dir}/${symbol}.cc)
   set(generated ${stamp})
   if(CONFIG_TORCHMCU_KERNELS_CMSIS_NN)
     set(table ${gen}/kernel_table_cmsis_nn.cc)

@@ -7,6 +7,7 @@
 set(TORCHMCU_CORE_SOURCES
   core/program.cc
   core/method.cc
+  core/c_api.cc
 )
 
 set(TORCHMCU_APP_SOURCES

@@ -47,7 +47,7 @@ def size_part(path: str) -> str:
         return "kernels"
     if "/firmware/delegates/" in name or "/third_party/" in name:
         return "kernels"  # delegates and their vendors' drivers
-    if "/firmware/app/" in name:
+    if "/firmware/app/" in name or "/fw/obj/app/" in name:  # the line-protocol app, or the user's (build --app)
         return "app"
     return "startup_libc"  # board startup and platform, libc, libgcc, libm, linker stubs
 
@@ -71,21 +71,20 @@ _IN_CONT = re.compile(r"^\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S.*)$")
 _FILL = re.compile(r"^ \*fill\*\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)")
 
 
-def size_breakdown(elf: Path, map_path: Path) -> dict:
-    """The loaded bytes of `elf` by part (SIZE_PARTS) and by input file, from
-    the linker map: each input section counts for its file; the padding
-    before the next one (alignment fill), for the same file. The parts sum
-    to text + data exactly (checked)."""
-    sections = _loaded_sections(elf)
+def _attribute(map_path: Path, sections: dict[str, tuple[int, int]]) -> dict[str, dict[str, int]]:
+    """Per output section of `sections` (name -> (address, size)), the bytes of
+    each input file, from the linker map: each input section counts for its
+    file; the padding before the next one (alignment fill), for the same file."""
     lines = map_path.read_text().split("\n")
     start = next(i for i, line in enumerate(lines) if line.startswith("Linker script and memory map"))
-    by_file: dict[str, int] = {}
-    current: str | None = None  # the output section being read, when it is loaded
+    result: dict[str, dict[str, int]] = {}
+    current: str | None = None  # the output section being read, when it is wanted
     items: list[tuple[int, int, str]] = []  # (address, size, file) in the current output section
 
     def close() -> None:
         if current is None:
             return
+        by_file = result.setdefault(current, {})
         base, size = sections[current]
         items.sort()
         end = base + size
@@ -94,6 +93,8 @@ def size_breakdown(elf: Path, map_path: Path) -> dict:
             by_file[f] = by_file.get(f, 0) + max(n, nxt - addr)  # its bytes and the gap after them
         if items and items[0][0] > base:  # bytes before the first input: the first file's alignment
             by_file[items[0][2]] = by_file.get(items[0][2], 0) + items[0][0] - base
+        if not items and size:  # a section with no input section (the stack: `. += size`)
+            by_file["(linker script)"] = by_file.get("(linker script)", 0) + size
 
     pending: str | None = None  # an input section name whose numbers are on the next line
     for line in lines[start + 1:]:
@@ -120,9 +121,22 @@ def size_breakdown(elf: Path, map_path: Path) -> dict:
             elif int(inp.group(3), 16):
                 items.append((int(inp.group(2), 16), int(inp.group(3), 16), inp.group(4).strip()))
     close()
+    return result
+
+
+def size_breakdown(elf: Path, map_path: Path, api_files: tuple[str, ...] = ()) -> dict:
+    """The loaded bytes of `elf` by part (SIZE_PARTS) and by input file, from
+    the linker map. The parts sum to text + data exactly (checked).
+    `api_files`: object names of the model's generated C API (NAME.o), which
+    count for the runtime."""
+    sections = _loaded_sections(elf)
+    by_file: dict[str, int] = {}
+    for files in _attribute(map_path, sections).values():
+        for f, n in files.items():
+            by_file[f] = by_file.get(f, 0) + n
     parts = {p: 0 for p in SIZE_PARTS}
     for f, n in by_file.items():
-        parts[size_part(f)] += n
+        parts[_part(f, api_files)] += n
     size = elf_size(elf)
     total = sum(s for _, s in sections.values())
     if sum(parts.values()) != total or total != size.text + size.data:
@@ -133,6 +147,66 @@ def size_breakdown(elf: Path, map_path: Path) -> dict:
             "parts": parts, "files": files}
 
 
+def _part(path: str, api_files: tuple[str, ...]) -> str:
+    base = path.replace("\\", "/").rsplit("/", 1)[-1]
+    return "runtime" if base in api_files else size_part(path)
+
+
+# RAM: every byte of the ELF's data + bss (`size -B`), by what it is.
+RAM_PARTS = ("arenas", "state", "runtime", "stack", "app_data")
+
+
+def _ram_sections(elf: Path) -> dict[str, tuple[int, int, bool]]:
+    """Sections `size -B` counts as data or bss: allocated and writable, or
+    allocated without contents. name -> (address, size, has contents)."""
+    out = subprocess.run([require(CROSS + "readelf"), "-S", "-W", str(elf)], capture_output=True, text=True,
+                         check=True).stdout
+    found = {}
+    for m in re.finditer(r"^\s*\[\s*\d+\]\s+(\S+)\s+(\S+)\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+[0-9a-f]+\s+(\S*)",
+                         out, re.MULTILINE):
+        name, kind, addr, size, flags = m.groups()
+        if "A" in flags and ("W" in flags or kind == "NOBITS") and int(size, 16):
+            found[name] = (int(addr, 16), int(size, 16), kind != "NOBITS")
+    return found
+
+
+def ram_breakdown(elf: Path, map_path: Path, arena_sections: set[str], api_files: tuple[str, ...] = ()) -> dict:
+    """The ELF's data + bss by part: the planned arenas, persistent state
+    (a section named *state*: a recurrent model's), the runtime (the
+    model's Method, the runtime's and kernels' own data), the stack, and the
+    application's data (the app, startup, libc). Sums to data + bss (checked)."""
+    sections = _ram_sections(elf)
+    parts = {p: 0 for p in RAM_PARTS}
+    memories: dict[str, dict[str, int]] = {}  # section -> bytes, for the report of where each went
+    plain = {}
+    for name, (addr, size, _) in sections.items():
+        key = name.lstrip(".")
+        if name == ".stack":
+            parts["stack"] += size
+        elif key in arena_sections:
+            parts["arenas"] += size
+        elif "state" in key:
+            parts["state"] += size
+        else:
+            plain[name] = (addr, size)
+        memories[name] = {"address": addr, "bytes": size}
+    for files in _attribute(map_path, plain).values():
+        for f, n in files.items():
+            part = _part(f, api_files)
+            parts["runtime" if part in ("runtime", "kernels", "model") else "app_data"] += n
+    size = elf_size(elf)
+    if sum(parts.values()) != size.data + size.bss:
+        raise BuildError(f"RAM breakdown of {elf}: parts sum to {sum(parts.values())} B, data + bss is "
+                         f"{size.data + size.bss} B")
+    return {"total": size.data + size.bss, "parts": parts, "sections": memories}
+
+
 def format_size(b: dict) -> str:
     parts = ", ".join(f"{name.replace('_', '/')} {n:,} B" for name, n in b["parts"].items())
     return f"flash {b['flash']:,} B = {parts}"
+
+
+def format_ram(r: dict) -> str:
+    p = r["parts"]
+    return (f"RAM {r['total']:,} B = arenas {p['arenas']:,} B + persistent state {p['state']:,} B + runtime "
+            f"{p['runtime']:,} B + stack {p['stack']:,} B + app data {p['app_data']:,} B")

@@ -8,12 +8,14 @@ The library follows the Arduino library specification, 1.5 format
     OUT/src/core/, kernels/, app/     the runtime: loader, executor, the line-protocol app
     OUT/src/kernels/portable/         only the kernels the model uses (below)
     OUT/src/model/                    the program (flash), the arenas (RAM), the
-                                      kernel table, the bundled example input
+                                      kernel table, the model's C API (NAME.h,
+                                      NAME.cpp), the bundled example input
     OUT/src/boards/arduino/           the platform layer (Serial, micros()) and the
                                       server of `torchmcu run --device`
     OUT/src/torchmcu/torchmcu.h       the public C API
-    OUT/examples/<Name>/<Name>.ino    runs the example input, prints the outputs,
-                                      then serves `torchmcu run --device`
+    OUT/examples/<Name>/<Name>.ino    runs the example input through the C API
+                                      (tmcu_NAME_init/input/invoke/output), prints
+                                      the outputs, then serves `torchmcu run --device`
     OUT/extras/torchmcu.json          what was exported (ignored by Arduino)
 
 How Arduino builds it: every .c/.cpp/.S under src/ is compiled, recursively,
@@ -114,8 +116,10 @@ def export_arduino(model_dir: str | Path, out: str | Path, name: str | None = No
     `out` must not exist, be empty, or hold an earlier export (replaced whole,
     so no kernel file of another model survives)."""
     mdir = Path(model_dir).resolve()
+    symbol = json.loads((mdir / "model.json").read_text()).get("symbol", "model") if (mdir / "model.json").is_file() \
+        else "model"
     for needed in ("model.json", "model.pte", "kernels.txt", "model_pte.c", "model_pte.h",
-                   "model_arenas.c", "model_arenas.h", "example_inputs.npz"):
+                   "model_arenas.c", "model_arenas.h", "example_inputs.npz", f"{symbol}.h", f"{symbol}.cc"):
         if not (mdir / needed).is_file():
             raise ArduinoExportError(f"{mdir / needed} not found: pass a build directory written by "
                                      "`torchmcu compile`")
@@ -141,11 +145,12 @@ def export_arduino(model_dir: str | Path, out: str | Path, name: str | None = No
     keep = _symbol_closure(roots, candidates)
     kernel_sources = [f for f in candidates if f.lib in keep]
 
-    sources = [*roots, *kernel_sources, *_model_files(mdir), *_example_input(mdir, meta),
+    sources = [*roots, *kernel_sources, *_model_files(mdir, symbol), *_example_input(mdir, meta),
                *(_repo_file(p) for p in sorted(ARDUINO_GLUE.glob("*.cpp"))),
-               _File(f"src/{name}.h", _main_header(name, mdir, meta), None)]
+               _File(f"src/{name}.h", _main_header(name, mdir, meta, symbol), None)]
     files = _with_includes(sources)
-    sketch = SKETCH_TEMPLATE.read_text().replace("@NAME@", name).replace(
+    sketch = SKETCH_TEMPLATE.read_text().replace("@NAME@", name).replace("@SYM@", symbol).replace(
+        "@UPSYM@", symbol.upper()).replace(
         "@MODEL@", f"{mdir.name}, {meta.get('quant', 'float32')}, compiled for {meta['board']}")
     files.append(_File(f"examples/{name}/{name}.ino", sketch, None))
     props = _properties(name, mdir, meta, author, maintainer, url, architectures)
@@ -324,15 +329,18 @@ def _symbol_closure(roots: list[_File], candidates: list[_File]) -> set[str]:
 # Generated files
 
 
-def _model_files(mdir: Path) -> list[_File]:
-    return [_File(f"src/model/{n}", (mdir / n).read_text(), mdir / n)
-            for n in ("model_pte.h", "model_pte.c", "model_arenas.h", "model_arenas.c")]
+def _model_files(mdir: Path, symbol: str) -> list[_File]:
+    """The program, the arenas and the model's C API (NAME.cc becomes NAME.cpp)."""
+    return [_File(f"src/model/{n.replace('.cc', '.cpp')}", (mdir / n).read_text(), mdir / n)
+            for n in ("model_pte.h", "model_pte.c", "model_arenas.h", "model_arenas.c", f"{symbol}.h",
+                      f"{symbol}.cc")]
 
 
 def _example_input(mdir: Path, meta: dict) -> list[_File]:
     """src/model/example_input.{h,c}: the example inputs of the compile, in
-    the program's input dtypes (float inputs of an int8-input program
-    quantized as `torchmcu run` does), one const array per input."""
+    the program's input dtypes and layout (float inputs of an int8-input
+    program quantized as `torchmcu run` does), one const array per input,
+    and each output's dtype and element count, for the sketch to print them."""
     from ..sim import runner
 
     with np.load(mdir / "example_inputs.npz") as z:
@@ -345,36 +353,47 @@ def _example_input(mdir: Path, meta: dict) -> list[_File]:
         "#ifndef TORCHMCU_MODEL_EXAMPLE_INPUT_H_\n#define TORCHMCU_MODEL_EXAMPLE_INPUT_H_\n\n"
         "#include <stddef.h>\n#include <stdint.h>\n\n"
         "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n"
-        f"#define TMCU_MODEL_NUM_INPUTS {len(blobs)}u\n"
+        f"#define TMCU_EXAMPLE_NUM_INPUTS {len(blobs)}u\n"
+        f"#define TMCU_EXAMPLE_NUM_OUTPUTS {len(meta['outputs'])}u\n"
         f"/* Bytes of one sample: every input back to back, as an io blob holds it. */\n"
-        f"#define TMCU_MODEL_INPUT_BYTES {sum(len(b) for b in blobs)}u\n"
-        "extern const uint8_t* const tmcu_example_inputs[TMCU_MODEL_NUM_INPUTS];\n"
-        "extern const size_t tmcu_example_input_sizes[TMCU_MODEL_NUM_INPUTS];\n\n"
+        f"#define TMCU_EXAMPLE_INPUT_BYTES {sum(len(b) for b in blobs)}u\n"
+        "extern const uint8_t* const tmcu_example_inputs[TMCU_EXAMPLE_NUM_INPUTS];\n"
+        "extern const size_t tmcu_example_input_sizes[TMCU_EXAMPLE_NUM_INPUTS];\n"
+        "/* Each output's dtype (TMCU_DTYPE_*) and number of elements. */\n"
+        "extern const uint8_t tmcu_example_output_dtypes[TMCU_EXAMPLE_NUM_OUTPUTS];\n"
+        "extern const uint32_t tmcu_example_output_elements[TMCU_EXAMPLE_NUM_OUTPUTS];\n\n"
         "#ifdef __cplusplus\n}\n#endif\n\n#endif\n"
     )
     arrays = []
     for i, b in enumerate(blobs):
         rows = "\n".join("  " + ",".join(f"0x{v:02x}" for v in b[j:j + 16]) + "," for j in range(0, len(b), 16))
         arrays.append(f"__attribute__((aligned(16))) static const uint8_t input_{i}[{len(b)}] = {{\n{rows}\n}};\n")
+    dtype_codes = {"float32": 0, "int8": 1, "int16": 2, "int32": 3}  # TMCU_DTYPE_* (torchmcu/torchmcu.h)
+    elements = [int(np.prod(o["shape"])) for o in meta["outputs"]]
     body = (
         "/* Generated by torchmcu export --arduino. */\n#include \"example_input.h\"\n\n" + "".join(arrays)
-        + "\nconst uint8_t* const tmcu_example_inputs[TMCU_MODEL_NUM_INPUTS] = {"
+        + "\nconst uint8_t* const tmcu_example_inputs[TMCU_EXAMPLE_NUM_INPUTS] = {"
         + ", ".join(f"input_{i}" for i in range(len(blobs))) + "};\n"
-        + "const size_t tmcu_example_input_sizes[TMCU_MODEL_NUM_INPUTS] = {"
+        + "const size_t tmcu_example_input_sizes[TMCU_EXAMPLE_NUM_INPUTS] = {"
         + ", ".join(f"{len(b)}u" for b in blobs) + "};\n"
+        + "const uint8_t tmcu_example_output_dtypes[TMCU_EXAMPLE_NUM_OUTPUTS] = {"
+        + ", ".join(f"{dtype_codes[o.get('dtype', 'float32')]}u" for o in meta["outputs"]) + "};\n"
+        + "const uint32_t tmcu_example_output_elements[TMCU_EXAMPLE_NUM_OUTPUTS] = {"
+        + ", ".join(f"{n}u" for n in elements) + "};\n"
     )
     return [_File("src/model/example_input.h", header, None), _File("src/model/example_input.c", body, None)]
 
 
-def _main_header(name: str, mdir: Path, meta: dict) -> str:
+def _main_header(name: str, mdir: Path, meta: dict, symbol: str) -> str:
     guard = f"TORCHMCU_LIBRARY_{name.upper()}_H_"
     return (
         f"// {name}: the model of {mdir.name} ({meta.get('quant', 'float32')}, compiled for {meta['board']}),\n"
         "// the torchmcu runtime and its Arduino platform layer. Generated by `torchmcu export --arduino`.\n"
         "//\n"
-        "// C API: tmcu_app_run (torchmcu/torchmcu.h), tmcu_arduino_serve (boards/arduino/torchmcu_arduino.h).\n"
-        "// C++ API: torchmcu::Program::load, torchmcu::Method::load / execute (core/method.h).\n"
-        "// The model: tmcu_model_pte (flash), tmcu_model_arenas (RAM), tmcu_example_inputs.\n"
+        f"// The model's C API (model/{symbol}.h): tmcu_{symbol}_init, _input, _invoke, _output, _reset.\n"
+        "// Also: tmcu_app_run (torchmcu/torchmcu.h), tmcu_arduino_serve (boards/arduino/torchmcu_arduino.h);\n"
+        "// the C++ API: torchmcu::Program::load, torchmcu::Method::load / execute (core/method.h).\n"
+        f"// The model: tmcu_{symbol}_pte (flash), tmcu_{symbol}_arenas (RAM), tmcu_example_inputs.\n"
         f"#ifndef {guard}\n#define {guard}\n\n"
         "#if defined(__cplusplus) && __cplusplus < 201402L\n"
         "#error \"torchmcu's runtime needs C++14 or newer; this Arduino core compiles C++ as an older standard\"\n"
@@ -384,6 +403,7 @@ def _main_header(name: str, mdir: Path, meta: dict) -> str:
         "#include \"boards/arduino/torchmcu_arduino.h\"\n"
         "#include \"model/model_pte.h\"\n"
         "#include \"model/model_arenas.h\"\n"
+        f"#include \"model/{symbol}.h\"\n"
         "#include \"model/example_input.h\"\n\n"
         "#ifdef __cplusplus\n"
         "#include \"core/method.h\"\n"

@@ -9,6 +9,10 @@ tree (so the pack follows every file added to or removed from firmware/), one
 platform variant and condition per board description, one NPU board-support
 variant and condition per board with an Ethos-U, and the version.
 
+Compiled models given (`models=`, `torchmcu export DIR --pack OUT`) go in as
+components beside the runtime, one each: Machine Learning:Model:<symbol>, its
+program, arenas, kernel table and C API (<symbol>.h) under models/<symbol>/.
+
 Each ``<!-- @files:DIR -->`` placeholder lists the files under firmware/DIR. A
 subdirectory of a listed directory must have a placeholder of its own (or be a
 test directory), so a new kernel set or module is never silently folded into
@@ -278,8 +282,62 @@ def npu_components(boards: list[Board], indent: str) -> str:
 # The description
 
 
-def render_pdsc(url: str, version: str = __version__, template: str | None = None) -> str:
-    """The filled-in pack description."""
+# What a compiled model's component carries (besides NAME.h and NAME.cc), from its build directory.
+MODEL_FILES = ("model_pte.h", "model_pte.c", "model_arenas.h", "model_arenas.c", "kernel_table.cc")
+
+
+def _model_meta(model_dir: Path) -> dict:
+    import json
+
+    meta_path = Path(model_dir) / "model.json"
+    if not meta_path.is_file():
+        raise PackError(f"{model_dir} is not a compiled model (no model.json): pass a directory `torchmcu compile` "
+                        "wrote")
+    return json.loads(meta_path.read_text())
+
+
+def model_files(model_dir: Path) -> dict[str, Path]:
+    """Path in the pack -> the file, for one compiled model."""
+    sym = _model_meta(model_dir).get("symbol", "model")
+    out = {}
+    for name in (f"{sym}.h", f"{sym}.cc", *MODEL_FILES):
+        f = Path(model_dir) / name
+        if not f.is_file():
+            raise PackError(f"{f} not found: compile the model again with this torchmcu")
+        out[f"models/{sym}/{name}"] = f
+    return out
+
+
+def model_components(models: list[Path], indent: str) -> str:
+    """One Model component per compiled model: its files and its C API."""
+    out = []
+    seen: set[str] = set()
+    for m in models:
+        meta = _model_meta(m)
+        sym = meta.get("symbol", "model")
+        if sym in seen:
+            raise PackError(f"two models named {sym!r}: compile them with different --symbol names")
+        seen.add(sym)
+        board = Path(str(meta["board"])).stem
+        out += [f'{indent}<component Cgroup="Model" Csub="{escape(sym)}" condition="torchmcu Model">',
+                (f"{indent}  <description>The model {escape(sym)} ({escape(str(meta.get('quant')))}, compiled by "
+                 f"torchmcu for {escape(board)}): its program in flash, planned arenas, kernel table and C API "
+                 f"({escape(sym)}.h: tmcu_{escape(sym)}_init, _input, _invoke, _output, _reset); one kernel table "
+                 "per project (several models: `torchmcu kernel-table`)</description>"),
+                f"{indent}  <files>"]
+        for name, f in model_files(Path(m)).items():
+            if f.suffix in _HEADERS:
+                out.append(f'{indent}    <file category="header" name="{name}" path="models/{escape(sym)}"/>')
+            else:
+                out.append(f'{indent}    <file category="source" language="{_SOURCE_LANGUAGES[f.suffix]}" '
+                           f'name="{name}"/>')
+        out += [f"{indent}  </files>", f"{indent}</component>"]
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def render_pdsc(url: str, version: str = __version__, template: str | None = None,
+                models: list[Path] | tuple[Path, ...] = ()) -> str:
+    """The filled-in pack description (with a component per compiled model of `models`)."""
     text = TEMPLATE.read_text() if template is None else template
     files = component_files(text)
 
@@ -296,6 +354,10 @@ def render_pdsc(url: str, version: str = __version__, template: str | None = Non
         if found is None:
             raise PackError(f"{TEMPLATE} has no <!-- @{mark} --> placeholder")
         text = text[:found.start()] + make(boards, found.group(1)) + text[found.end():]
+    found = re.compile(r"^([ \t]*)<!-- @model-components -->[ \t]*\n", re.MULTILINE).search(text)
+    if found is None:
+        raise PackError(f"{TEMPLATE} has no <!-- @model-components --> placeholder")
+    text = text[:found.start()] + model_components(list(models), found.group(1)) + text[found.end():]
     return text.replace("@VERSION@", escape(version)).replace("@URL@", escape(url))
 
 
@@ -352,15 +414,18 @@ def build_example(work: Path) -> dict[str, bytes]:
 # The pack
 
 
-def build_pack(out_dir: str | Path, url: str | None = None, version: str = __version__) -> Path:
+def build_pack(out_dir: str | Path, url: str | None = None, version: str = __version__,
+               models: list[str | Path] | tuple[str | Path, ...] = ()) -> Path:
     """Write OUT/<vendor>.<name>.<version>.pack and OUT/<vendor>.<name>.pdsc
     (the same description, for a pack index); the example's model is compiled
-    into OUT/work/. Returns the pack's path."""
+    into OUT/work/. `models`: compiled model directories, each a Model
+    component. Returns the pack's path."""
+    model_dirs = [Path(m).resolve() for m in models]
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     template = TEMPLATE.read_text()
     meta = template_meta(template, version)
-    pdsc = render_pdsc(url or out.as_uri() + "/", version, template)
+    pdsc = render_pdsc(url or out.as_uri() + "/", version, template, model_dirs)
     contents: dict[str, bytes] = {meta.pdsc_name: pdsc.encode(), "README.md": (PACK_SRC / "README.md").read_bytes()}
     for f in packed_files(template):
         contents[f.relative_to(REPO).as_posix()] = f.read_bytes()
@@ -368,6 +433,8 @@ def build_pack(out_dir: str | Path, url: str | None = None, version: str = __ver
         board = load_board(name)
         contents[linker_script_path(board)] = board_linker_script(board).encode()
     contents.update(build_example(out / "work"))
+    for m in model_dirs:
+        contents.update({name: f.read_bytes() for name, f in model_files(m).items()})
     pack = out / meta.pack_name
     tmp = pack.with_suffix(".tmp")
     # Fixed timestamps and order: the same tree gives the same bytes.
@@ -386,9 +453,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m torchmcu.export.pack", description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default=str(REPO / "build" / "pack"), help="output folder (default build/pack)")
     ap.add_argument("--url", help="where the pack will be published (the pdsc's <url>); default: the output folder")
+    ap.add_argument("--model", action="append", default=[], metavar="DIR",
+                    help="a compiled model directory to add as a Model component (repeatable)")
     args = ap.parse_args(argv)
     try:
-        pack = build_pack(args.output, args.url)
+        pack = build_pack(args.output, args.url, models=args.model)
     except TorchMCUError as e:
         print(f"torchmcu.export.pack: error: {e}", file=sys.stderr)
         return 2

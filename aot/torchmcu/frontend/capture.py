@@ -13,10 +13,13 @@ from ..errors import CompileError, TorchMCUError
 
 
 def load_entry(spec: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
-    """Run `path.py:function`, which returns (module, example_inputs)."""
+    """Run `path.py:function`, which returns (module, example_inputs), or
+    load a saved ExportedProgram (`model.pt2`, torch.export.save)."""
+    if spec.endswith(".pt2"):
+        return load_exported(spec)
     path_text, sep, func_name = spec.rpartition(":")
     if not sep or not path_text.endswith(".py"):
-        raise TorchMCUError(f"expected MODEL as path.py:function, got {spec!r}")
+        raise TorchMCUError(f"expected MODEL as path.py:function or a saved ExportedProgram (.pt2), got {spec!r}")
     path = Path(path_text)
     if not path.is_file():
         raise TorchMCUError(f"model file not found: {path}")
@@ -36,6 +39,36 @@ def load_entry(spec: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     if isinstance(example, torch.Tensor):
         example = (example,)
     return model, tuple(example)
+
+
+def load_exported(path_text: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    """A saved ExportedProgram as (module, example_inputs): its module (a
+    q/dq graph stays one, so compile takes it as quantized) and the example
+    inputs torch.export saved with it."""
+    path = Path(path_text)
+    if not path.is_file():
+        raise TorchMCUError(f"exported program not found: {path}")
+    import zipfile
+
+    if not zipfile.is_zipfile(path):  # before torch, which logs a traceback of its own
+        raise TorchMCUError(f"{path} is not a saved ExportedProgram: not a .pt2 archive (torch.export.save writes one)")
+    try:
+        ep = torch.export.load(str(path))
+    except Exception as e:  # a corrupt or foreign file: one line, not torch's traceback
+        raise TorchMCUError(f"{path} is not a saved ExportedProgram: {type(e).__name__}: {e}") from None
+    return from_exported(ep, str(path))
+
+
+def from_exported(ep: torch.export.ExportedProgram, where: str = "the ExportedProgram") -> tuple[
+        torch.nn.Module, tuple[Any, ...]]:
+    example = getattr(ep, "example_inputs", None)
+    if not example or not example[0]:
+        raise TorchMCUError(f"{where} carries no example inputs: export it with torch.export.export(model, args) "
+                            "(which records them) before torch.export.save")
+    args, kwargs = example
+    if kwargs:
+        raise TorchMCUError(f"{where} takes keyword inputs ({', '.join(kwargs)}); torchmcu takes positional ones")
+    return ep.module(), tuple(args)
 
 
 def user_frame(node: torch.fx.Node) -> str | None:

@@ -19,10 +19,10 @@ import torch
 from . import fusion
 from .convert import to_graph
 from .graph import Graph
-from .layout import Scratch, to_program_graph
+from .layout import IO_LAYOUTS, Scratch, io_perm, to_program_graph
 from .lowering import ALL
 
-__all__ = ["PASSES", "Scratch", "lower", "to_program_graph"]
+__all__ = ["IO_LAYOUTS", "PASSES", "Scratch", "io_perm", "lower", "to_program_graph"]
 
 PASSES: list[Callable[[Graph], None]] = [
     fusion.fold_batch_norm,   # first: exposes conv -> relu pairs to fusion

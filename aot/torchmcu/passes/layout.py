@@ -32,9 +32,23 @@ from .lowering.helpers import identity, same_bytes
 Scratch = Callable[[str, tuple[int, ...], tuple[int, ...] | None, tuple[int, ...], dict[str, Any]], int]
 
 
+IO_LAYOUTS = ("nchw", "nhwc")
+
+
+def io_perm(rank: int, io_layout: str = "nchw") -> tuple[int, ...]:
+    """The physical order of a model input or output of `rank` dims: PyTorch's
+    ("nchw"), or channels last ("nhwc": dim 1 moves to the end, for ranks of
+    3 and more), which is the order convolutions and pools run in, so such an
+    input needs no PERMUTE before them."""
+    if io_layout == "nhwc" and rank >= 3:
+        return (0, *range(2, rank), 1)
+    return identity(rank)
+
+
 class Layout:
-    def __init__(self, g: Graph, scratch: Scratch | None = None) -> None:
+    def __init__(self, g: Graph, scratch: Scratch | None = None, io_layout: str = "nchw") -> None:
         self.g = g
+        self.io_layout = io_layout
         self.scratch = scratch or (lambda code, x, w, y, params: 0)
         self.p = PGraph()
         self.val: dict[int, tuple[int, tuple[int, ...]]] = {}  # value -> (tensor, perm)
@@ -99,9 +113,10 @@ class Layout:
         g = self.g
         for vid, name in zip(g.inputs, g.input_names):
             shape = g.shapes[vid]
-            tid = self.activation(name, shape or (1,), like=vid)
+            perm = io_perm(len(shape), self.io_layout)
+            tid = self.activation(name, tuple(shape[d] for d in perm) or (1,), like=vid)
             self.p.inputs.append(tid)
-            self.val[vid] = (tid, identity(len(shape)))
+            self.val[vid] = (tid, perm)
         for n in g.nodes:
             table = ALL.emitters16 if n.attrs.get("bits") == 16 else ALL.emitters  # a16w8: the int16 forms
             table[n.op](self, n)
@@ -113,19 +128,20 @@ class Layout:
         for k, o in enumerate(self.g.outputs):
             node = Node("output", [], {}, -1, f"output_{k}")
             if isinstance(o, int):
-                tid = self.get(o, identity(len(self.g.shapes[o])), node)
+                tid = self.get(o, io_perm(len(self.g.shapes[o]), self.io_layout), node)
                 t = self.p.tensors[tid]
                 if t.buffer in taken:  # an output that is an input, or another output
                     out = self.activation(f"output_{k}", t.dims, like=o)
                     self.emit("COPY", [tid], [out], None, node, "copy")
                     tid = out
             else:
-                src = self.constant(f"output_{k}_value", np.asarray(o))
+                value = np.asarray(o)
+                src = self.constant(f"output_{k}_value", np.transpose(value, io_perm(value.ndim, self.io_layout)))
                 tid = self.activation(f"output_{k}", self.p.tensors[src].dims)
                 self.emit("COPY", [src], [tid], None, node, "copy")
             taken.add(self.p.tensors[tid].buffer)
             self.p.outputs.append(tid)
 
 
-def to_program_graph(g: Graph, scratch: Scratch | None = None) -> PGraph:
-    return Layout(g, scratch).run()
+def to_program_graph(g: Graph, scratch: Scratch | None = None, io_layout: str = "nchw") -> PGraph:
+    return Layout(g, scratch, io_layout).run()

@@ -285,7 +285,8 @@ def _no_room(p: PGraph, b: int, sizes: dict[int, int], life: dict[int, tuple[int
     total = sum(r.capacity for r in regions)
     caps = ", ".join(f"{r.name} {r.capacity:,} B" for r in regions)
     hints = ["raise a --budget", "enable tiling (--tile)"]
-    if any(t.dtype == "F32" for t in p.tensors if t.buffer is not None):
+    # Only a model that is not quantized already: an int8 model's float input or output is not its bulk.
+    if not any(op.code.endswith(("_S8", "_S4", "_S16")) for op in p.ops):
         hints.append("quantize (--quant int8)")
     short = f"short by {need - total:,} B" if need > total else \
         f"buffer {_buffer_names(p, b)} ({sizes[b]:,} B) finds no memory with room beside the others"

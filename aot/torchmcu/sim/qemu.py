@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..boards import Board, load_board
+from ..boards import Board, BoardError, load_board
 from .base import SimResult, SimulatorNotFound, check_io_blob, run_with_blob
 
 
@@ -32,6 +32,7 @@ class QemuRunner:
         return shutil.which(self.executable) is not None
 
     def command(self, board: Board, elf_path: str | Path, io_blob_path: str | Path | None = None) -> list[str]:
+        _check_qemu_board(board)
         exe = shutil.which(self.executable)
         if exe is None:
             raise SimulatorNotFound(
@@ -67,7 +68,14 @@ class QemuRunner:
         elf_path = Path(elf_path).resolve()  # the simulator runs in a temporary directory
         if not elf_path.is_file():
             raise FileNotFoundError(f"firmware image {elf_path} does not exist")
+        _check_qemu_board(board)
         check_io_blob(board, io_blob)
         cmd, out, err, code, timed_out = run_with_blob(
             "tmcu-sim-", io_blob, lambda blob: self.command(board, elf_path, blob), timeout_s)
         return SimResult(stdout=out, exit_code=code, timed_out=timed_out, command=cmd, stderr=err)
+
+
+def _check_qemu_board(board: Board) -> None:
+    if not board.qemu_machine:
+        raise BoardError(f"board {board.name} has no [qemu] table: QEMU does not run it (its firmware "
+                         "builds; run it on the part itself)")

@@ -48,6 +48,10 @@ class RunResult:
     # Per NPU partition, its PMU figures (cycles, ...; means over the calls) from the
     # delegate's "tmcu: npu" lines (profiled runs of an Ethos-U program on an FVP).
     npu: dict[int, dict[str, float]] = field(default_factory=dict)
+    # The stack's high-water mark the startup measured when main returned (bytes; None: not reported)
+    # and the stack's size.
+    stack_used: int | None = None
+    stack_size: int | None = None
 
     def instructions(self, ticks: float) -> int | None:
         return None if self.instructions_per_tick is None else round(ticks * self.instructions_per_tick)
@@ -87,7 +91,8 @@ def parse_protocol(text: str, output_meta: list[dict[str, Any]]) -> tuple[dict[s
     """Reads the lines the app printed; other lines (board messages) are ignored.
     Figures measured over several runs come back as means."""
     info: dict[str, Any] = {"load_status": None, "load_ticks": 0, "op_ticks": [], "sample_ticks": [],
-                            "done_status": None, "calib_ticks": 0.0, "repeat_ticks": None, "runs": 1}
+                            "done_status": None, "calib_ticks": 0.0, "repeat_ticks": None, "runs": 1,
+                            "stack_used": None, "stack_size": None}
     outs: list[list[np.ndarray]] = [[] for _ in output_meta]
     op_sums: dict[int, int] = {}
     op_passes = 0
@@ -115,23 +120,40 @@ def parse_protocol(text: str, output_meta: list[dict[str, Any]]) -> tuple[dict[s
             for k, meta in enumerate(output_meta):
                 raw = bytes.fromhex(fields[f"out{k}"])
                 dtype = np.int8 if meta.get("dtype") == "int8" else np.dtype("<f4")
-                outs[k].append(np.frombuffer(raw, dtype=dtype).reshape(meta["shape"]))
+                outs[k].append(to_logical(np.frombuffer(raw, dtype=dtype).reshape(meta.get("dims", meta["shape"])),
+                                          meta))
         elif kind == "done":
             info["done_status"] = int(fields["status"])
+        elif kind == "stack":
+            info["stack_used"], info["stack_size"] = int(fields["used"]), int(fields["size"])
     info["op_ticks"] = [op_sums[i] / max(op_passes, 1) for i in sorted(op_sums)]
     arrays = [np.stack(o) if o else np.zeros((0, *m["shape"]), np.float32) for o, m in zip(outs, output_meta)]
     return info, arrays
 
 
+def to_program(x: np.ndarray, m: dict[str, Any]) -> np.ndarray:
+    """One sample of a tensor in PyTorch's order as the program holds it
+    (model.json "perm": channels last with --io-layout nhwc)."""
+    perm = m.get("perm")
+    return np.ascontiguousarray(np.transpose(x, perm)) if perm and list(perm) != sorted(perm) else x
+
+
+def to_logical(x: np.ndarray, m: dict[str, Any]) -> np.ndarray:
+    """One sample of a tensor as the program holds it, in PyTorch's order."""
+    perm = m.get("perm")
+    return np.ascontiguousarray(np.transpose(x, np.argsort(perm))) if perm and list(perm) != sorted(perm) else x
+
+
 def program_samples(meta: dict[str, Any], samples: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
-    """Samples in the program's input dtypes: float inputs of an int8-input
-    program are quantized as the device's QUANTIZE would (TFLite's rounding)."""
+    """Samples in the program's input dtypes and layout: float inputs of an
+    int8-input program are quantized as the device's QUANTIZE would
+    (TFLite's rounding), and permuted to the program's order."""
     from .. import reference as ref
 
     def convert(x: np.ndarray, m: dict[str, Any]) -> np.ndarray:
         if m.get("dtype") == "int8" and x.dtype != np.int8:
-            return ref.quantize(x, m["scale"], m["zero_point"])
-        return x
+            x = ref.quantize(x, m["scale"], m["zero_point"])
+        return to_program(x, m)
     return [[convert(x, m) for x, m in zip(s, meta["inputs"])] for s in samples]
 
 
@@ -197,7 +219,35 @@ def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str | Runner = "qemu
     info, outputs = parse_protocol(res.stdout, meta["outputs"])
     return RunResult(outputs, res.exit_code, info["load_ticks"], info["sample_ticks"], info["op_ticks"], ipt,
                      res.stdout, res.command, calib_ticks=info["calib_ticks"], repeat_ticks=info["repeat_ticks"],
-                     runs=info["runs"], npu=parse_npu(res.stdout))
+                     runs=info["runs"], npu=parse_npu(res.stdout), stack_used=info["stack_used"],
+                     stack_size=info["stack_size"])
+
+
+@dataclass
+class AppResult:
+    """A run of firmware built from the application's own sources."""
+    output: str  # its UART output (the startup's "tmcu: stack" line included)
+    exit_code: int  # main's return value
+    stack_used: int | None
+    stack_size: int | None
+    command: list[str]
+
+
+def run_app(out_dir: str | Path, sim: str = "qemu", timeout_s: float = 300.0) -> AppResult:
+    """Run OUT/firmware.elf built with `torchmcu build --app` (no io blob):
+    its output and main's return value."""
+    out = Path(out_dir)
+    meta = load_meta(out)
+    if sim != "qemu":
+        raise TorchMCUError(f"firmware built from your own sources runs in QEMU (--sim qemu), not {sim}")
+    image = out / "firmware.elf"
+    if not image.is_file():
+        raise TorchMCUError(f"{image} not found; run `torchmcu build {out} --app ...` first")
+    res = get_runner("qemu").run(load_board(meta["board"]), image, None, timeout_s=timeout_s)
+    if res.timed_out:
+        raise SimError(f"qemu timed out after {timeout_s} s\n{res.stdout[-2000:]}")
+    info, _ = parse_protocol(res.stdout, [])
+    return AppResult(res.stdout, res.exit_code, info["stack_used"], info["stack_size"], res.command)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,7 +283,9 @@ def expected(out_dir: str | Path, samples: list[list[np.ndarray]]) -> tuple[list
     if meta.get("quant") in ("int8", "int4", "a16w8"):
         from ..program.interpret import run_reference
 
-        return run_reference((Path(out_dir) / "model.pte").read_bytes(), program_samples(meta, samples)), None
+        got = run_reference((Path(out_dir) / "model.pte").read_bytes(), program_samples(meta, samples))
+        return [np.stack([to_logical(x, m) for x in o]) if len(o) else o
+                for o, m in zip(got, meta["outputs"])], None
     return reference(out_dir, float_samples(meta, samples)), meta["float_tolerance"]
 
 
