@@ -31,11 +31,9 @@ from .passes import IO_LAYOUTS, io_perm, lower, to_program_graph
 from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, plan
 from .program import serialize
 from .program.c_api import IoTensor, api_sources, check_api_symbol
-from .report import (edge_ops, format_report, make_report, memory_picture, memory_plan, meta_quant,
-                     placement, runtime_state_bytes, weight_flash)
+from .report import edge_ops, format_report, make_report, memory_picture, memory_plan, meta_quant, placement
 
-__all__ = ["FLOAT_TOLERANCE", "Compiled", "arena_regions", "choose_arena_memory", "choose_program_memory", "compile",
-           "format_report", "make_report", "memory_plan", "runtime_state_bytes", "weight_flash"]
+__all__ = ["FLOAT_TOLERANCE", "Compiled", "arena_regions", "choose_arena_memory", "choose_program_memory", "compile"]
 
 
 @dataclass
