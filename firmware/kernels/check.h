@@ -182,7 +182,7 @@ Error batch_matmul_shapes(const OpContext& ctx, const Args& p) {
 /// columns consistent with the output (PyTorch's, ceil_mode's last window
 /// included; dilated max pools), count_include_pad 0 or 1 with the padding
 /// after (its divisor's bound) no larger than a window, a divisor_override
-/// of 0 (none) or at most 2^16; dilation for a max pool only (`max`), the
+/// of 0 (none) or at most 2^16, an int8 zero point (0 at int16); dilation for a max pool only (`max`), the
 /// divisor options for an average pool only. The activation range is the
 /// caller's.
 inline Error quant_pool(const OpContext& ctx, DType dtype, int64_t max_taps, bool max) {
@@ -193,7 +193,8 @@ inline Error quant_pool(const OpContext& ctx, DType dtype, int64_t max_taps, boo
                  small(a.stride_h, 1) && small(a.stride_w, 1) && small(a.pad_top, 0) && small(a.pad_left, 0) &&
                  small(a.dilation_h, 1) && small(a.dilation_w, 1) && small(a.divisor_override, 0) &&
                  (a.count_include_pad == 0 || a.count_include_pad == 1) && a.pad_bottom >= 0 &&
-                 a.pad_bottom <= a.kernel_h && a.pad_right >= 0 && a.pad_right <= a.kernel_w,
+                 a.pad_bottom <= a.kernel_h && a.pad_right >= 0 && a.pad_right <= a.kernel_w &&
+                 a.zero_point >= -128 && a.zero_point <= 127 && (dtype == DType::I8 || a.zero_point == 0),
              Error::InvalidOp);
   // Dilation is the max pool's, divisors the avg pool's.
   TMCU_CHECK(max ? a.count_include_pad == 0 && a.divisor_override == 0 : a.dilation_h == 1 && a.dilation_w == 1,

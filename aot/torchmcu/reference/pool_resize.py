@@ -32,7 +32,7 @@ def _max_pool_int(x, kernel, stride, pad, act_min: int, act_max: int, out_hw, di
 
 def avg_pool2d(x: np.ndarray, kernel, stride, pad=(0, 0), *, act_min: int = -128,
                act_max: int = 127, out_hw=None, count_include_pad: bool = False, divisor_override: int = 0,
-               pad_after=None) -> np.ndarray:
+               pad_after=None, zero_point: int = 0) -> np.ndarray:
     """avg_pool2d_s8 (TFLite's int8 AveragePool, CMSIS-NN's arm_avgpool_s8,
     with PyTorch's divisors): sum of the in-bounds taps / divisor, rounding
     half away from zero ((sum +- divisor/2) / divisor, C division), clamped.
@@ -40,9 +40,10 @@ def avg_pool2d(x: np.ndarray, kernel, stride, pad=(0, 0), *, act_min: int = -128
     window's taps inside [-pad_top, H + pad_bottom) x [-pad_left, W +
     pad_right) (pad_after = (bottom, right), PyTorch's padding: the top and
     left ones by default); else the in-bounds taps (a window without any gives
-    clamp(0))."""
+    clamp(0)). Each tap the divisor counts beyond the in-bounds ones adds
+    zero_point to the sum (PyTorch pads with real 0)."""
     return _avg_pool_int(x, kernel, stride, pad, act_min, act_max, out_hw, count_include_pad, divisor_override,
-                         pad_after).astype(np.int8)
+                         pad_after, zero_point).astype(np.int8)
 
 
 def _padded_count(size: int, k: int, s: int, before: int, after: int, out: int) -> np.ndarray:
@@ -53,7 +54,7 @@ def _padded_count(size: int, k: int, s: int, before: int, after: int, out: int) 
 
 
 def _avg_pool_int(x, kernel, stride, pad, act_min: int, act_max: int, out_hw, count_include_pad: bool = False,
-                  divisor_override: int = 0, pad_after=None) -> np.ndarray:
+                  divisor_override: int = 0, pad_after=None, zero_point: int = 0) -> np.ndarray:
     """Average pools on integers (int8, int16), in int64."""
     x = np.asarray(x, dtype=np.int64)
     ones = np.ones(x.shape[:3] + (1,), dtype=np.int64)
@@ -63,6 +64,7 @@ def _avg_pool_int(x, kernel, stride, pad, act_min: int, act_max: int, out_hw, co
     for (_, _, xv), (_, _, cv) in taps:
         total = xv if total is None else total + xv
         count = cv if count is None else count + cv
+    inside = count
     if divisor_override:
         count = np.full_like(count, int(divisor_override))
     elif count_include_pad:
@@ -71,6 +73,7 @@ def _avg_pool_int(x, kernel, stride, pad, act_min: int, act_max: int, out_hw, co
         ch = _padded_count(x.shape[1], kernel[0], stride[0], pad[0], pb, oh)
         cw = _padded_count(x.shape[2], kernel[1], stride[1], pad[1], pr, ow)
         count = (ch[:, None] * cw[None, :])[None, :, :, None]
+    total = total + np.where(inside > 0, (count - inside) * int(zero_point), 0)
     return _rounded_mean(total, count, act_min, act_max)
 
 
@@ -90,10 +93,10 @@ def max_pool2d_s16(x, kernel, stride, pad=(0, 0), *, act_min: int = INT16_MIN, a
 
 def avg_pool2d_s16(x, kernel, stride, pad=(0, 0), *, act_min: int = INT16_MIN, act_max: int = INT16_MAX,
                    out_hw=None, count_include_pad: bool = False, divisor_override: int = 0,
-                   pad_after=None) -> np.ndarray:
+                   pad_after=None, zero_point: int = 0) -> np.ndarray:
     """avg_pool2d_s16 (arm_avgpool_s16): avg_pool2d's divisors and rounding on int16 values."""
     return _avg_pool_int(x, kernel, stride, pad, act_min, act_max, out_hw, count_include_pad, divisor_override,
-                         pad_after).astype(np.int16)
+                         pad_after, zero_point).astype(np.int16)
 
 
 # ---- adaptive average pooling
@@ -168,7 +171,7 @@ def _bilinear_axis(out: int, size: int, align_corners: bool, half_pixel_centers:
 
 def resize_bilinear(x: np.ndarray, out_hw, align_corners: bool = False, half_pixel_centers: bool = False,
                     dtype=np.int8) -> np.ndarray:
-    """resize_bilinear_s8 / _s16 (TFLite's ResizeBilinearInteger, double
+    """resize_bilinear_s8 (TFLite's ResizeBilinearInteger, double
     rounding): per output pixel the four neighbours' raw values weighted by
     (1024 - fy) (1024 - fx), fy (1024 - fx), (1024 - fy) fx and fy fx in
     int64 (f: the source position's distance from the lower neighbour in
@@ -186,6 +189,37 @@ def resize_bilinear(x: np.ndarray, out_hw, align_corners: bool = False, half_pix
     return _cdiv(acc + r, 1 << 20).astype(dtype)
 
 
+def _bilinear_axis16(out: int, size: int, align_corners: bool, half_pixel_centers: bool):
+    """Per output position: the lower and upper neighbours and the fraction
+    of the exact source position (PyTorch's) in 1/65536 units, rounded."""
+    o = np.arange(out, dtype=np.int64)
+    if align_corners:
+        t, den = (o * (size - 1), out - 1) if out > 1 else (o * 0, 1)
+    elif half_pixel_centers:
+        t, den = np.maximum((2 * o + 1) * size - out, 0), 2 * out
+    else:
+        t, den = o * size, out
+    lo = t // den
+    f = ((t - lo * den) * 65536 + den // 2) // den
+    return lo, np.minimum(lo + 1, size - 1), f
+
+
+def resize_bilinear_s16(x: np.ndarray, out_hw, align_corners: bool = False,
+                        half_pixel_centers: bool = False) -> np.ndarray:
+    """resize_bilinear_s16: the exact source positions (_bilinear_axis16),
+    weights in 1/2^32 units, the int64 sum divided by 2^32 rounding half away
+    from zero."""
+    x = np.asarray(x, dtype=np.int64)
+    y0, y1, fy = _bilinear_axis16(out_hw[0], x.shape[1], align_corners, half_pixel_centers)
+    x0, x1, fx = _bilinear_axis16(out_hw[1], x.shape[2], align_corners, half_pixel_centers)
+    fy, fx = fy[None, :, None, None], fx[None, None, :, None]
+    one = 1 << 16
+    acc = (x[:, y0][:, :, x0] * (one - fy) * (one - fx) + x[:, y1][:, :, x0] * fy * (one - fx)
+           + x[:, y0][:, :, x1] * (one - fy) * fx + x[:, y1][:, :, x1] * fy * fx)
+    r = np.where(acc > 0, 1 << 31, -(1 << 31))
+    return _cdiv(acc + r, 1 << 32).astype(np.int16)
+
+
 # ---- the interpreter's runners
 
 def _pool_int(fn: Callable) -> Callable:
@@ -196,7 +230,7 @@ def _pool_int(fn: Callable) -> Callable:
         else:
             kw.update(count_include_pad=bool(p.get("count_include_pad", False)),
                       divisor_override=p.get("divisor_override", 0),
-                      pad_after=(p.get("pad_bottom", 0), p.get("pad_right", 0)))
+                      pad_after=(p.get("pad_bottom", 0), p.get("pad_right", 0)), zero_point=p.get("zero_point", 0))
         return fn(a[0], (p["kernel_h"], p["kernel_w"]), (p["stride_h"], p["stride_w"]),
                   (p["pad_top"], p["pad_left"]), **kw)
     return run
@@ -234,9 +268,9 @@ def _adaptive_f32(a, p, outs):
     return nhwc(act(F.adaptive_avg_pool2d(nchw(a[0]), tuple(outs[0]["dims"][1:3])), p))
 
 
-def _resize_int(dtype) -> Callable:
-    return lambda a, p, outs: resize_bilinear(a[0], tuple(outs[0]["dims"][1:3]), bool(p.get("align_corners")),
-                                              bool(p.get("half_pixel_centers")), dtype)
+def _resize_s8(a, p, outs):
+    return resize_bilinear(a[0], tuple(outs[0]["dims"][1:3]), bool(p.get("align_corners")),
+                           bool(p.get("half_pixel_centers")))
 
 
 def _adaptive_int(dtype) -> Callable:
@@ -254,8 +288,10 @@ OPS: dict[str, Callable[[list, dict, list], Any]] = {
     "RESIZE_NEAREST": lambda a, p, outs: resize_nearest(a[0], tuple(outs[0]["dims"][1:3]),
                                                         bool(p.get("half_pixel_centers"))),
     "RESIZE_BILINEAR_F32": _resize_f32,
-    "RESIZE_BILINEAR_S8": _resize_int(np.int8),
-    "RESIZE_BILINEAR_S16": _resize_int(np.int16),
+    "RESIZE_BILINEAR_S8": _resize_s8,
+    "RESIZE_BILINEAR_S16": lambda a, p, outs: resize_bilinear_s16(a[0], tuple(outs[0]["dims"][1:3]),
+                                                                 bool(p.get("align_corners")),
+                                                                 bool(p.get("half_pixel_centers"))),
     "ADAPTIVE_AVG_POOL2D_F32": _adaptive_f32,
     "ADAPTIVE_AVG_POOL2D_S8": _adaptive_int(np.int8),
     "ADAPTIVE_AVG_POOL2D_S16": _adaptive_int(np.int16),

@@ -74,9 +74,11 @@ void pool2d_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_sha
         const int32_t ix0 = ox * p.stride_w - p.pad_left;
         int32_t kx0, kx1;
         s8::tap_range(ix0, in_shape.w, p.kernel_w, dil_w, &kx0, &kx1);
-        const int32_t divisor = pool_divisor(p, o, in_shape, iy0, ix0, (ky1 - ky0) * (kx1 - kx0));
+        const int32_t count = (ky1 - ky0) * (kx1 - kx0);
+        const int32_t divisor = pool_divisor(p, o, in_shape, iy0, ix0, count);
         for (int32_t c = 0; c < c_n; ++c) {
-          int32_t acc = kMax ? p.act_min : 0;  // max: starting at act_min folds in the lower clamp
+          // max: starting at act_min folds in the lower clamp; avg: the taps the divisor adds hold the zero point
+          int32_t acc = kMax ? p.act_min : (count > 0 ? (divisor - count) * o.zero_point : 0);
           for (int32_t ky = ky0; ky < ky1; ++ky) {
             const int16_t* x = in_n + (iy0 + ky * dil_h) * row_stride + (ix0 + kx0 * dil_w) * c_n + c;
             for (int32_t kx = kx0; kx < kx1; ++kx, x += dil_w * c_n) {
@@ -391,6 +393,7 @@ PoolOptions pool_options(const schema::QuantPool2dArgs& a) {
   o.divisor_override = a.divisor_override;
   o.pad_bottom = a.pad_bottom;
   o.pad_right = a.pad_right;
+  o.zero_point = a.zero_point;
   return o;
 }
 

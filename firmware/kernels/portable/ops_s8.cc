@@ -355,6 +355,7 @@ PoolOptions pool_options(const schema::QuantPool2dArgs& a) {
   o.divisor_override = a.divisor_override;
   o.pad_bottom = a.pad_bottom;
   o.pad_right = a.pad_right;
+  o.zero_point = a.zero_point;
   return o;
 }
 

@@ -64,11 +64,13 @@ void avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_sh
         const int32_t ix0 = ox * stride_w - pad_left;
         int32_t kx0, kx1;
         s8::tap_range(ix0, in_shape.w, kernel_w, 1, &kx0, &kx1);
-        const int32_t divisor = pool_divisor(p, o, in_shape, iy0, ix0, (ky1 - ky0) * (kx1 - kx0));
+        const int32_t count = (ky1 - ky0) * (kx1 - kx0);
+        const int32_t divisor = pool_divisor(p, o, in_shape, iy0, ix0, count);
         const int32_t half = divisor / 2;
+        const int32_t padded = count > 0 ? (divisor - count) * o.zero_point : 0;  // taps the divisor adds
         for (int32_t c0 = 0; c0 < c_n; c0 += s8::kAccChunk) {
           const int32_t cn = c_n - c0 < s8::kAccChunk ? c_n - c0 : s8::kAccChunk;
-          for (int32_t c = 0; c < cn; ++c) acc[c] = 0;
+          for (int32_t c = 0; c < cn; ++c) acc[c] = padded;
           for (int32_t iy = iy0 + ky0; iy < iy0 + ky1; ++iy) {
             const int8_t* x = in_n + iy * row_stride + (ix0 + kx0) * c_n + c0;
             for (int32_t kx = kx0; kx < kx1; ++kx, x += c_n) {

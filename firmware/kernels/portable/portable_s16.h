@@ -97,7 +97,12 @@ void transpose_conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, i
                           int32_t kernel_w, const int64_t* bias, const int32_t* multiplier,
                           const int32_t* shift, int16_t* out, Shape4 out_shape, const QuantConvS16Params& p);
 
-/// resize_bilinear_s8 on int16 values (TFLite's ResizeBilinearInteger<int16_t>).
+/// Bilinear resizing of int16 values at PyTorch's exact source positions
+/// (align_corners: o (in - 1) / (out - 1); half_pixel_centers: max((o + 0.5)
+/// in / out - 0.5, 0); else o in / out), each neighbour weighted by its
+/// fraction rounded to 1/65536; the int64 sum divided by 2^32 rounding half
+/// away from zero. (TFLite's 1/1024 positions, which resize_bilinear_s8 keeps
+/// for TFLite's bits, would be hundreds of int16 steps off.) Shared quantization.
 void resize_bilinear_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_shape,
                          bool align_corners, bool half_pixel_centers);
 

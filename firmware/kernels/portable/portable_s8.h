@@ -173,6 +173,7 @@ struct PoolOptions {
   int32_t count_include_pad = 0;          // avg pool: divide by the padded window
   int32_t divisor_override = 0;           // avg pool: > 0 replaces the divisor
   int32_t pad_bottom = 0, pad_right = 0;  // bound of count_include_pad's window
+  int32_t zero_point = 0;                 // the value of the taps a divisor counts beyond the in-bounds ones
 };
 
 /// Max over the in-bounds taps of each window (taps dilation apart),
@@ -180,11 +181,13 @@ struct PoolOptions {
 void max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
                    const QuantPoolParams& p, const PoolOptions& o = PoolOptions());
 
-/// Sum of the in-bounds taps divided by the divisor, rounding half away from
-/// zero ((sum +- divisor/2) / divisor in integer division), clamped. The
-/// divisor is PyTorch's: divisor_override when > 0; with count_include_pad,
-/// the window clipped to [-pad_top, H + pad_bottom) x [-pad_left, W +
-/// pad_right); else the in-bounds taps (a window with none outputs clamp(0)).
+/// Sum of the in-bounds taps, plus zero_point for each tap the divisor
+/// counts beyond them (PyTorch pads with real 0), divided by the divisor,
+/// rounding half away from zero ((sum +- divisor/2) / divisor in integer
+/// division), clamped. The divisor is PyTorch's: divisor_override when > 0;
+/// with count_include_pad, the window clipped to [-pad_top, H + pad_bottom)
+/// x [-pad_left, W + pad_right); else the in-bounds taps (TFLite's; a window
+/// with none outputs clamp(0)).
 void avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
                    const QuantPoolParams& p, const PoolOptions& o = PoolOptions());
 

@@ -74,6 +74,34 @@ void bilinear_integer(const T* in, Shape4 in_shape, T* out, Shape4 out_shape, bo
   }
 }
 
+// The exact source position t / den of output o (den > 0), as PyTorch's
+// bilinear computes it in real numbers: align_corners o (in - 1) / (out - 1),
+// half-pixel centres max((o + 0.5) in / out - 0.5, 0), else o in / out.
+// Returns the lower neighbour, the upper one (clamped to the input) and
+// the fraction in 1/65536 units, rounded to nearest.
+struct Source16 {
+  int32_t lo, hi, f;
+};
+
+inline Source16 source16(int32_t o, int32_t in, int32_t out, bool align_corners, bool half_pixel) {
+  int64_t t, den;
+  if (align_corners) {
+    t = int64_t(o) * (in - 1);
+    den = out > 1 ? out - 1 : 1;
+    if (out == 1) t = 0;
+  } else if (half_pixel) {
+    t = (2 * int64_t(o) + 1) * in - out;
+    den = 2 * int64_t(out);
+    if (t < 0) t = 0;
+  } else {
+    t = int64_t(o) * in;
+    den = out;
+  }
+  const int32_t lo = int32_t(t / den);
+  const int64_t r = t - lo * den;
+  return Source16{lo, lo < in - 1 ? lo + 1 : lo, int32_t((r * 65536 + den / 2) / den)};
+}
+
 // PyTorch's adaptive pooling window along one axis: [start, end).
 inline void adaptive_window(int32_t i, int32_t in, int32_t out, int32_t* start, int32_t* end) {
   *start = int32_t(int64_t(i) * in / out);
@@ -179,9 +207,35 @@ void resize_bilinear_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 o
   bilinear_integer(in, in_shape, out, out_shape, align_corners, half_pixel_centers);
 }
 
+// int16: the exact source positions of source16, the four weights' products
+// in 1/2^32 units, the int64 sum divided by 2^32 rounding half away from zero.
 void resize_bilinear_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_shape,
                          bool align_corners, bool half_pixel_centers) {
-  bilinear_integer(in, in_shape, out, out_shape, align_corners, half_pixel_centers);
+  const int32_t c_n = in_shape.c;
+  const int64_t row = int64_t(in_shape.w) * c_n;
+  constexpr int64_t kOne = 1 << 16;
+  for (int32_t n = 0; n < out_shape.n; ++n) {
+    const int16_t* in_n = in + n * in_shape.h * row;
+    for (int32_t oy = 0; oy < out_shape.h; ++oy) {
+      const Source16 y = source16(oy, in_shape.h, out_shape.h, align_corners, half_pixel_centers);
+      const int16_t* r0 = in_n + y.lo * row;
+      const int16_t* r1 = in_n + y.hi * row;
+      for (int32_t ox = 0; ox < out_shape.w; ++ox) {
+        const Source16 x = source16(ox, in_shape.w, out_shape.w, align_corners, half_pixel_centers);
+        const int64_t w00 = (kOne - y.f) * (kOne - x.f), w10 = y.f * (kOne - x.f);
+        const int64_t w01 = (kOne - y.f) * x.f, w11 = int64_t(y.f) * x.f;
+        const int16_t* a = r0 + x.lo * c_n;
+        const int16_t* b = r1 + x.lo * c_n;
+        const int16_t* c = r0 + x.hi * c_n;
+        const int16_t* d = r1 + x.hi * c_n;
+        for (int32_t ch = 0; ch < c_n; ++ch) {
+          const int64_t acc = a[ch] * w00 + b[ch] * w10 + c[ch] * w01 + d[ch] * w11;  // |acc| < 2^48
+          const int64_t round = acc > 0 ? (int64_t{1} << 31) : -(int64_t{1} << 31);
+          *out++ = static_cast<int16_t>((acc + round) / (int64_t{1} << 32));
+        }
+      }
+    }
+  }
 }
 
 void adaptive_avg_pool2d_f32(const float* in, Shape4 in_shape, float* out, Shape4 out_shape, ActRange act) {
