@@ -90,8 +90,10 @@ def conv_transpose(cv, x, w, b=None, stride=1, padding=0, output_padding=0, grou
     if int(groups) != 1:
         raise cv.fail(f"transposed convolution with groups={groups} is not supported (only groups=1, as "
                       "TFLite's TRANSPOSE_CONV)")
-    if any(d != 1 for d in _spatial(dilation, rank)):
-        raise cv.fail(f"transposed convolution with dilation={dilation} is not supported (only 1, as TFLite's "
+    dil = _spatial(dilation, rank)
+    if any(d != 1 for d in dil):
+        shown = dil[0] if len(set(dil)) == 1 else dil
+        raise cv.fail(f"transposed convolution with dilation={shown} is not supported (only 1, as TFLite's "
                       "TRANSPOSE_CONV)")
     stride, pad = _spatial(stride, rank), _spatial(padding, rank)
     if rank == 1:

@@ -43,14 +43,14 @@ def _hw(v: Any, rank: int) -> tuple[int, int]:
     return pair(v)
 
 
-def _max_pool(cv, x, kernel, stride, padding, dilation, rank: int):
+def _max_pool(cv, x, kernel, stride, padding, dilation, rank: int, shape: tuple[int, ...] | None = None):
     x = _rank_ok(cv, x, rank, "max pooling")
     k = _hw(kernel, rank)
     s = _hw(stride, rank) if stride else k
     pad = (0, _hw(padding, rank)[1]) if rank == 1 else pair(padding)
     d = _hw(dilation, rank)
     return cv.emit("max_pool2d", [x], dict(kernel=k, stride=s, padding=pad, dilation=d, count_include_pad=False,
-                                           divisor_override=0, act=(-INF, INF)))
+                                           divisor_override=0, act=(-INF, INF)), shape)
 
 
 @F.rule(aten.max_pool2d.default)
@@ -75,7 +75,8 @@ class _PooledAndIndices(tuple):
 
 @F.rule(aten.max_pool2d_with_indices.default)
 def max_pool2d_with_indices(cv, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False):
-    values = _max_pool(cv, x, kernel, stride, padding, dilation, 2)
+    shape = tuple(int(v) for v in cv.node.meta["val"][0].shape)  # (values, indices): the values' shape
+    values = _max_pool(cv, x, kernel, stride, padding, dilation, 2, shape)
     return _PooledAndIndices((values, cv.fail("max pooling's indices (return_indices=True, e.g. for "
                                               "MaxUnpool2d) are not supported; use the pooled values only")))
 
