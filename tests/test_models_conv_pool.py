@@ -83,10 +83,8 @@ class Lraspp(nn.Module):
 
 
 def _mask_head() -> nn.Module:
-    from torchvision.models.detection.mask_rcnn import MaskRCNNPredictor
-
-    import_torchvision()
-    return MaskRCNNPredictor(16, 8, 3)
+    tv = import_torchvision()
+    return tv.models.detection.mask_rcnn.MaskRCNNPredictor(16, 8, 3)
 
 
 def _postnet() -> nn.Module:
