@@ -40,34 +40,37 @@ inline Source10 source10(int32_t o, int32_t scale, bool half_pixel, int32_t in) 
   return Source10{v, lo > 0 ? lo : 0, hi < in - 1 ? hi : in - 1};
 }
 
-template <typename T>
-void bilinear_integer(const T* in, Shape4 in_shape, T* out, Shape4 out_shape, bool align_corners,
-                      bool half_pixel) {
+// int8 values in int32: the fractions lie in [-2^9, 2^10) (below 0 at the
+// first row or column with half-pixel centres), so the four weights'
+// magnitudes sum to at most (2^11)^2 and |sum| <= 2^7 * 2^22 fits int32
+// (TFLite's int64 sums hold the same values).
+void bilinear_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape, bool align_corners,
+                 bool half_pixel) {
   const int32_t c_n = in_shape.c;
   const int64_t row = int64_t(in_shape.w) * c_n;
   const int32_t sy = scale10(in_shape.h, out_shape.h, align_corners);
   const int32_t sx = scale10(in_shape.w, out_shape.w, align_corners);
-  constexpr int64_t kOne = 1 << 10;
+  constexpr int32_t kOne = 1 << 10;
   for (int32_t n = 0; n < out_shape.n; ++n) {
-    const T* in_n = in + n * in_shape.h * row;
+    const int8_t* in_n = in + n * in_shape.h * row;
     for (int32_t oy = 0; oy < out_shape.h; ++oy) {
       const Source10 y = source10(oy, sy, half_pixel, in_shape.h);
-      const int64_t fy = y.v - kOne * y.lo;
-      const T* r0 = in_n + y.lo * row;
-      const T* r1 = in_n + y.hi * row;
+      const int32_t fy = y.v - kOne * y.lo;  // in [-2^9, 2^10]: the half-pixel offset below row 0
+      const int8_t* r0 = in_n + y.lo * row;
+      const int8_t* r1 = in_n + y.hi * row;
       for (int32_t ox = 0; ox < out_shape.w; ++ox) {
         const Source10 x = source10(ox, sx, half_pixel, in_shape.w);
-        const int64_t fx = x.v - kOne * x.lo;
-        const int64_t w00 = (kOne - fy) * (kOne - fx), w10 = fy * (kOne - fx);
-        const int64_t w01 = (kOne - fy) * fx, w11 = fy * fx;
-        const T* a = r0 + x.lo * c_n;
-        const T* b = r1 + x.lo * c_n;
-        const T* c = r0 + x.hi * c_n;
-        const T* d = r1 + x.hi * c_n;
+        const int32_t fx = x.v - kOne * x.lo;
+        const int32_t w00 = (kOne - fy) * (kOne - fx), w10 = fy * (kOne - fx);
+        const int32_t w01 = (kOne - fy) * fx, w11 = fy * fx;
+        const int8_t* a = r0 + x.lo * c_n;
+        const int8_t* b = r1 + x.lo * c_n;
+        const int8_t* c = r0 + x.hi * c_n;
+        const int8_t* d = r1 + x.hi * c_n;
         for (int32_t ch = 0; ch < c_n; ++ch) {
-          const int64_t acc = a[ch] * w00 + b[ch] * w10 + c[ch] * w01 + d[ch] * w11;
-          const int64_t round = acc > 0 ? (1 << 19) : -(1 << 19);
-          *out++ = static_cast<T>((acc + round) / (1 << 20));
+          const int32_t acc = a[ch] * w00 + b[ch] * w10 + c[ch] * w01 + d[ch] * w11;
+          const int32_t round = acc > 0 ? (1 << 19) : -(1 << 19);
+          *out++ = static_cast<int8_t>((acc + round) / (1 << 20));
         }
       }
     }
@@ -204,7 +207,7 @@ void resize_bilinear_f32(const float* in, Shape4 in_shape, float* out, Shape4 ou
 
 void resize_bilinear_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape, bool align_corners,
                         bool half_pixel_centers) {
-  bilinear_integer(in, in_shape, out, out_shape, align_corners, half_pixel_centers);
+  bilinear_s8(in, in_shape, out, out_shape, align_corners, half_pixel_centers);
 }
 
 // int16: the exact source positions of source16, the four weights' products

@@ -34,6 +34,22 @@ inline Taps taps(int32_t o, int32_t pad, int32_t stride, int32_t kernel, int32_t
   return Taps{first, first > last ? first : last + 1, i_first};
 }
 
+// sum (x[i] + offset) * w[i] over n elements, unrolled by four.
+inline int32_t dot_offset(const int8_t* x, const int8_t* w, int32_t n, int32_t offset, int32_t acc) {
+  const int8_t* const end4 = x + (n & ~3);
+  const int8_t* const end = x + n;
+  while (x != end4) {
+    acc += (x[0] + offset) * w[0];
+    acc += (x[1] + offset) * w[1];
+    acc += (x[2] + offset) * w[2];
+    acc += (x[3] + offset) * w[3];
+    x += 4;
+    w += 4;
+  }
+  while (x != end) acc += (*x++ + offset) * *w++;
+  return acc;
+}
+
 inline float clampf(float v, ActRange a) {
   v = v < a.min ? a.min : v;
   return v > a.max ? a.max : v;
@@ -74,6 +90,7 @@ void transpose_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int
   const int32_t cin = in_shape.c, cout = out_shape.c;
   const int32_t row = in_shape.w * cin;
   const int32_t in_off = p.input_offset;
+  const int32_t w_per_oc = kernel_h * kernel_w * cin;
   const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + int64_t(n) * in_shape.h * row;
@@ -81,13 +98,14 @@ void transpose_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int
       const Taps ty = taps(oy, p.pad_top, p.stride_h, kernel_h, in_shape.h);
       for (int32_t ox = 0; ox < out_shape.w; ++ox) {
         const Taps tx = taps(ox, p.pad_left, p.stride_w, kernel_w, in_shape.w);
-        for (int32_t oc = 0; oc < cout; ++oc) {
+        const int8_t* w_oc = w;
+        for (int32_t oc = 0; oc < cout; ++oc, w_oc += w_per_oc) {
           int32_t acc = bias ? bias[oc] : 0;
           for (int32_t ky = ty.first, iy = ty.i_first; ky < ty.end; ky += p.stride_h, --iy) {
+            const int8_t* x_row = in_n + iy * row;
+            const int8_t* w_row = w_oc + ky * kernel_w * cin;
             for (int32_t kx = tx.first, ix = tx.i_first; kx < tx.end; kx += p.stride_w, --ix) {
-              const int8_t* x = in_n + iy * row + ix * cin;
-              const int8_t* wt = w + ((int64_t(oc) * kernel_h + ky) * kernel_w + kx) * cin;
-              for (int32_t c = 0; c < cin; ++c) acc += (x[c] + in_off) * wt[c];
+              acc = dot_offset(x_row + ix * cin, w_row + kx * cin, cin, in_off, acc);
             }
           }
           *out++ = quant(s8::requantize(acc, multiplier[oc], shift[oc]));
