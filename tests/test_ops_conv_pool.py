@@ -347,3 +347,25 @@ def test_corrupted_programs_are_refused_at_load(tmp_path: Path, host_runner) -> 
     for name, edit, status in cases:
         got = _refused(tree, segment, edit, host_runner, io, tmp_path)
         assert got == status, f"{name}: exit {got:#x}"
+
+
+def test_npu_and_dsp_backends_leave_what_they_would_compute_otherwise(tmp_path: Path) -> None:
+    """Ethos-U (TOSA) and HiFi (nnlib) take CONV2D_S8 and the pools; a grouped
+    convolution, a dilated max pool and a divisor_override avg pool stay on
+    the CPU kernels, with the reason."""
+    from torchmcu.backends.ethos_u import tosa_lower
+    from torchmcu.backends.hifi import partition as hifi
+
+    model = Fn(lambda m, x: (m[0](x), F.max_pool2d(x, 3, 2, 1, dilation=2), F.avg_pool2d(x, 2, divisor_override=3)),
+               nn.Conv2d(6, 4, 3, groups=2))
+    c = compile(model.eval(), (torch.randn(1, 6, 8, 8),), "mps3-an547", tmp_path, quant="int8",
+                calibration=calib([(1, 6, 8, 8)]), progress=False)
+    ops = {op.code: i for i, op in enumerate(c.graph.ops)}
+    try:
+        reasons = {code: tosa_lower.check_op(c.graph, ops[code])
+                   for code in ("CONV2D_S8", "MAX_POOL2D_S8", "AVG_POOL2D_S8")}
+    except ImportError:  # pragma: no cover - the tosa-tools package is optional
+        pytest.skip("tosa-tools not installed")
+    assert "grouped" in reasons["CONV2D_S8"] and "dilated" in reasons["MAX_POOL2D_S8"], reasons
+    assert "divisor_override" in reasons["AVG_POOL2D_S8"], reasons
+    assert "grouped" in hifi._conv_shape_reason(c.graph, c.graph.ops[ops["CONV2D_S8"]])
