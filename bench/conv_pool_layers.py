@@ -26,9 +26,9 @@ from torch import nn
 
 REPO = Path(__file__).resolve().parents[1]
 
-from torchmcu.builder.firmware import build_firmware  # noqa: E402
-from torchmcu.compiler import compile  # noqa: E402
-from torchmcu.sim import runner  # noqa: E402
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.compiler import compile
+from torchmcu.sim import runner
 
 
 class Layers(nn.Module):

@@ -30,7 +30,14 @@ from torchmcu.program.interpret import run_reference
 
 pytest.importorskip("tflite_micro.python.tflite_micro.runtime", reason="tflite-micro wheel not installed")
 
-from torchmcu.export.tflite import ExportError, export_op, export_tflite, run_tflite_micro, trace, verify_derived
+from torchmcu.export.tflite import (
+    ExportError,
+    export_op,
+    export_tflite,
+    run_tflite_micro,
+    trace,
+    verify_derived,
+)
 
 # What TFLite (Micro) has no form of: the export refuses it, saying so.
 NO_TFLITE = re.compile(r"no TFLite counterpart|TFLite Micro has no int16 RESIZE_BILINEAR|dilated pooling has no "

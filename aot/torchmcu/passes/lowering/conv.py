@@ -21,9 +21,19 @@ import numpy as np
 import torch
 
 from ... import reference
-from ..graph import INF, Graph, Node, QConst, drop_dead, is_activation, pair, replace_uses
+from ..graph import INF, Graph, Node, QConst, drop_dead, is_activation, replace_uses
 from .family import Family
-from .helpers import act_params, act_q, act_q16, bias_q, bias_q64, identity, nhwc_in, nhwc_out, window_padded
+from .helpers import (
+    act_params,
+    act_q,
+    act_q16,
+    bias_q,
+    bias_q64,
+    identity,
+    nhwc_in,
+    nhwc_out,
+    window_padded,
+)
 
 F = Family("conv")
 aten = torch.ops.aten

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..graph import INF, Graph, Node, pair
+from ..graph import INF, Node, pair
 from .family import Family, always
 from .helpers import act_params, act_q, act_q16, nhwc_in, nhwc_out, spatial_hw
 
