@@ -66,8 +66,9 @@ SHAPES = [
     # 1xN (height 1, stride * C % 4 == 0): scalar/DSP as im2col (24 columns: 2*24*2); MVE: left pad 1 of
     # 8 channels beside 3*8 taps, max(24 + 8, 16 + 8).
     ("conv1xn", "CONV2D_S8", (1, 1, 12, 8), (4, 1, 3, 8), (1, 1, 12, 4), _p(pad_left=1), (96, 96, 32)),
-    # Stride 2 on width 9: total padding 3*2 + 4 - 9 = 1, asymmetric: right pad 1 column of 4: max(16 + 4, 12 + 4).
-    ("conv1xn_asym", "CONV2D_S8", (1, 1, 9, 4), (2, 1, 4, 4), (1, 1, 4, 2), _p(stride_w=2, pad_left=1), (64, 64, 20)),
+    # Stride 2 on width 9: total padding 3*2 + 4 - 9 = 1, but the left pad is 1 (TFLite's would be 0): MVE's 1xN
+    # kernel refuses it, so the kernel calls arm_convolve_s8 (its im2col: 16 columns, 2*16*2; MVE 4*16).
+    ("conv1xn_asym", "CONV2D_S8", (1, 1, 9, 4), (2, 1, 4, 4), (1, 1, 4, 2), _p(stride_w=2, pad_left=1), (64, 64, 64)),
     # Total padding 3*2 + 4 - 11 = -1: C's remainder -1 counts as asymmetric: max(16 + 0, 12 + 4).
     ("conv1xn_negpad", "CONV2D_S8", (1, 1, 11, 4), (2, 1, 4, 4), (1, 1, 4, 2), _p(stride_w=2), (64, 64, 16)),
     # 3 channels * stride 1 is not a multiple of 4: not 1xN; 9 columns -> 12: 2*12*2; MVE 4*16.
@@ -164,6 +165,11 @@ static void conv(const char* name, cmsis_nn_dims in, cmsis_nn_dims f, cmsis_nn_d
          (int)arm_convolve_wrapper_s8_get_buffer_size_dsp(&p, &in, &f, &out),
          (int)arm_convolve_wrapper_s8_get_buffer_size_mve(&p, &in, &f, &out));
 }
+/* A 1xN shape padded other than TFLite's way: firmware/kernels/cmsis_nn/conv_s8.cc calls arm_convolve_s8. */
+static void conv_uneven(const char* name, cmsis_nn_dims in, cmsis_nn_dims f) {
+  printf("%s %d %d %d\n", name, (int)arm_convolve_s8_get_buffer_size(&in, &f),
+         (int)arm_convolve_s8_get_buffer_size(&in, &f), (int)arm_convolve_s8_get_buffer_size_mve(&in, &f));
+}
 static void dw(const char* name, cmsis_nn_dims in, cmsis_nn_dims f, cmsis_nn_dims out, cmsis_nn_dw_conv_params p) {
   printf("%s %d %d %d\n", name, (int)arm_depthwise_conv_wrapper_s8_get_buffer_size(&p, &in, &f, &out),
          (int)arm_depthwise_conv_wrapper_s8_get_buffer_size_dsp(&p, &in, &f, &out),
@@ -184,13 +190,18 @@ int main(void) {
 """
 
 
+UNEVEN_1XN = {"conv1xn_asym"}  # left padding not total // 2: arm_convolve_s8, not the 1xN kernel
+
+
 def _host_calls() -> str:
     calls = []
     for name, code, x, w, y, p, _ in SHAPES:
         tiles = (f"{{{p.get('stride_w', 1)}, {p.get('stride_h', 1)}}}, {{{p.get('pad_left', 0)}, {p.get('pad_top', 0)}}}, "
                  f"{{{p.get('dilation_w', 1)}, {p.get('dilation_h', 1)}}}, {{-128, 127}}")
         dims = lambda d: "(cmsis_nn_dims){" + ", ".join(map(str, d)) + "}"  # noqa: E731
-        if code == "CONV2D_S8":
+        if code == "CONV2D_S8" and name in UNEVEN_1XN:
+            calls.append(f'  conv_uneven("{name}", {dims(x)}, {dims(w)});')
+        elif code == "CONV2D_S8":
             calls.append(f'  conv("{name}", {dims(x)}, {dims(w)}, {dims(y)}, (cmsis_nn_conv_params){{0, 0, {tiles}}});')
         elif code == "DEPTHWISE_CONV2D_S8":
             calls.append(f'  dw("{name}", {dims(x)}, {dims(w)}, {dims(y)}, '

@@ -59,8 +59,8 @@ BOARD = "mps3-an547"
 
 # Models beyond test_quant's, for the exporter's other paths: CLAMP_S8 as RELU6, RELU and MAXIMUM/MINIMUM,
 # max pooling padded with PADV2, a padded stride-2 conv (PAD + VALID), an int8 sigmoid alone, a 3-D
-# permute before a linear, and a float fallback (avg pool with count_include_pad padding) inside an
-# int8 program.
+# permute before a linear, and an avg pool with count_include_pad padding (PAD with the zero point, then
+# a VALID AVERAGE_POOL_2D).
 def _loud_conv() -> nn.Conv2d:
     """A conv whose outputs span tens: its ReLU6 bound falls inside int8."""
     conv = nn.Conv2d(2, 4, 3)
@@ -85,8 +85,8 @@ EXTRA = {
     "sigmoid_only": (lambda: Fn(lambda m, x: torch.sigmoid(x)), [(1, 30)], {"LUT_S8"}),
     "permute_3d_linear": (lambda: Fn(lambda m, x: m[0](x.permute(0, 2, 1)), nn.Linear(4, 3)), [(2, 4, 5)],
                           {"PERMUTE", "LINEAR_S8"}),
-    "avgpool_padded_float_fallback": (lambda: Fn(lambda m, x: F.avg_pool2d(m[0](x), 3, 2, 1), nn.Conv2d(2, 4, 3)),
-                                      [(1, 2, 10, 10)], {"AVG_POOL2D_F32"}),
+    "avgpool_padded_count_include_pad": (lambda: Fn(lambda m, x: F.avg_pool2d(m[0](x), 3, 2, 1), nn.Conv2d(2, 4, 3)),
+                                         [(1, 2, 10, 10)], {"AVG_POOL2D_S8"}),
     "zero_pad_then_maxpool": (lambda: Fn(lambda m, x: F.max_pool2d(F.pad(m[0](x), (1, 1, 2, 0)), 2), nn.Conv2d(2, 4, 1)),
                               [(1, 2, 6, 6)], {"PAD", "MAX_POOL2D_S8"}),
     "bmm_then_relu6": (lambda: Fn(lambda m, x, y: F.relu6(torch.bmm(x, y))), [(2, 3, 6), (2, 6, 5)],
@@ -97,7 +97,7 @@ EXTRA = {
 EXTRA_TFLITE_OP = {"relu6_bounded_after_maxpool": "RELU6", "relu6_after_maxpool": "RELU", "hardtanh_input": "MINIMUM",
                    "relu_after_cat": "CONCATENATION", "maxpool_padded": "PADV2", "conv_pad2_stride2": "PAD",
                    "sigmoid_only": "LOGISTIC", "permute_3d_linear": "TRANSPOSE",
-                   "avgpool_padded_float_fallback": "AVERAGE_POOL_2D", "zero_pad_then_maxpool": "PAD",
+                   "avgpool_padded_count_include_pad": "AVERAGE_POOL_2D", "zero_pad_then_maxpool": "PAD",
                    "bmm_then_relu6": "BATCH_MATMUL"}
 
 MLPERF = ["ds_cnn", "resnet8", "autoencoder", "mobilenet_v1", "mobilenet_v2"]
@@ -382,10 +382,11 @@ def test_float_program_is_refused(tmp_path: Path) -> None:
 
 
 def test_unexportable_fallback_names_the_op(tmp_path: Path) -> None:
+    # A grouped convolution has no W4A8 kernel: it falls back to float, which TFLite Micro cannot run grouped.
     model = Fn(lambda m, x: m[1](m[0](x)), nn.Conv2d(4, 4, 3, groups=2), nn.Conv2d(4, 2, 1)).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compile(model, (torch.randn(1, 4, 6, 6),), BOARD, tmp_path, quant="int8",
+        compile(model, (torch.randn(1, 4, 6, 6),), BOARD, tmp_path, quant="int4",
                 calibration=calib([(1, 4, 6, 6)]), progress=False)
     with pytest.raises(ExportError, match=r"op \d+ CONV2D_F32 \(conv2d\): grouped convolution"):
         export_tflite((tmp_path / "model.pte").read_bytes())

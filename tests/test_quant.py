@@ -124,16 +124,17 @@ def test_int8_matches_pytorch_qdq_within_one_lsb_per_op(tmp_path: Path) -> None:
 
 
 def test_unquantizable_op_falls_back_to_float_with_a_warning(tmp_path: Path) -> None:
+    # A grouped convolution has int8 and a16w8 kernels, but no W4A8 one.
     model = Fn(lambda m, x: m[1](m[0](x)), nn.Conv2d(4, 4, 3, groups=2), nn.Conv2d(4, 2, 1)).eval()
     with pytest.warns(UserWarning, match=r"conv2d \(conv2d\) has no int8 kernel.*in forward"):
-        c = compile(model, (torch.randn(1, 4, 6, 6),), "mps3-an547", tmp_path, quant="int8",
+        c = compile(model, (torch.randn(1, 4, 6, 6),), "mps3-an547", tmp_path, quant="int4",
                     calibration=calib([(1, 4, 6, 6)]), progress=False)
     report = json.loads((tmp_path / "report.json").read_text())
     backends = {op["code"]: op["backend"] for op in report["ops"]}
-    assert backends["CONV2D_F32"] == "portable (float fallback)" and backends["CONV2D_S8"] == "portable"
+    assert backends["CONV2D_F32"] == "portable (float fallback)" and backends["CONV2D_S4"] == "portable"
     res = runner.run(tmp_path, [np.random.RandomState(0).randn(1, 4, 6, 6).astype(np.float32)], sim="host")
     assert res.exit_code == 0
-    assert c.report["quant"] == "int8"
+    assert c.report["quant"] == "int4"
 
 
 def test_calibration_of_the_wrong_shape_is_refused(tmp_path: Path) -> None:

@@ -127,7 +127,7 @@ def _io_tensor(shape: tuple[int, ...], name: str, ptensor: Any, io_layout: str) 
 
 QUANT_SCHEMES = ("float32", "int8", "int4", "a16w8")  # int4: W4A8; a16w8: int16 activations (lower_s16.py)
 # Ops that carry data between dtypes or move bytes: not a float fallback.
-_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "QUANTIZE_S8", "DEQUANTIZE_S8", "QUANTIZE_S16", "REQUANTIZE",
+_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "RESIZE_NEAREST", "QUANTIZE_S8", "DEQUANTIZE_S8", "QUANTIZE_S16", "REQUANTIZE",
                  "DEQUANTIZE_S16"}
 
 

@@ -82,8 +82,18 @@ enum class OpCode : uint16_t {
   AVG_POOL2D_S16 = 48,
   SOFTMAX_S16 = 49,
   REQUANTIZE = 50,
+  TRANSPOSE_CONV2D_F32 = 60,
+  TRANSPOSE_CONV2D_S8 = 61,
+  TRANSPOSE_CONV2D_S16 = 62,
+  RESIZE_NEAREST = 63,
+  RESIZE_BILINEAR_F32 = 64,
+  RESIZE_BILINEAR_S8 = 65,
+  RESIZE_BILINEAR_S16 = 66,
+  ADAPTIVE_AVG_POOL2D_F32 = 67,
+  ADAPTIVE_AVG_POOL2D_S8 = 68,
+  ADAPTIVE_AVG_POOL2D_S16 = 69,
 };
-constexpr uint32_t kNumOpCode = 51;
+constexpr uint32_t kNumOpCode = 70;
 
 enum class OpParams : uint8_t {
   NONE = 0,
@@ -106,6 +116,7 @@ enum class OpParams : uint8_t {
   PadParams = 17,
   QuantBatchMatmulParams = 18,
   EthosUParams = 19,
+  ResizeParams = 20,
 };
 
 struct InitCopy {
@@ -317,8 +328,15 @@ struct QuantPool2dArgs {
   int32_t pad_left;
   int32_t act_min;
   int32_t act_max;
+  int32_t dilation_h;
+  int32_t dilation_w;
+  int32_t count_include_pad;
+  int32_t divisor_override;
+  int32_t pad_bottom;
+  int32_t pad_right;
+  int32_t zero_point;
 };
-static_assert(sizeof(QuantPool2dArgs) == 64 && alignof(QuantPool2dArgs) == 4, "QuantPool2dArgs: flatbuffers layout");
+static_assert(sizeof(QuantPool2dArgs) == 92 && alignof(QuantPool2dArgs) == 4, "QuantPool2dArgs: flatbuffers layout");
 static_assert(offsetof(QuantPool2dArgs, x) == 0, "QuantPool2dArgs.x");
 static_assert(offsetof(QuantPool2dArgs, y) == 16, "QuantPool2dArgs.y");
 static_assert(offsetof(QuantPool2dArgs, kernel_h) == 32, "QuantPool2dArgs.kernel_h");
@@ -329,6 +347,13 @@ static_assert(offsetof(QuantPool2dArgs, pad_top) == 48, "QuantPool2dArgs.pad_top
 static_assert(offsetof(QuantPool2dArgs, pad_left) == 52, "QuantPool2dArgs.pad_left");
 static_assert(offsetof(QuantPool2dArgs, act_min) == 56, "QuantPool2dArgs.act_min");
 static_assert(offsetof(QuantPool2dArgs, act_max) == 60, "QuantPool2dArgs.act_max");
+static_assert(offsetof(QuantPool2dArgs, dilation_h) == 64, "QuantPool2dArgs.dilation_h");
+static_assert(offsetof(QuantPool2dArgs, dilation_w) == 68, "QuantPool2dArgs.dilation_w");
+static_assert(offsetof(QuantPool2dArgs, count_include_pad) == 72, "QuantPool2dArgs.count_include_pad");
+static_assert(offsetof(QuantPool2dArgs, divisor_override) == 76, "QuantPool2dArgs.divisor_override");
+static_assert(offsetof(QuantPool2dArgs, pad_bottom) == 80, "QuantPool2dArgs.pad_bottom");
+static_assert(offsetof(QuantPool2dArgs, pad_right) == 84, "QuantPool2dArgs.pad_right");
+static_assert(offsetof(QuantPool2dArgs, zero_point) == 88, "QuantPool2dArgs.zero_point");
 
 struct ClampArgs {
   float min;
@@ -573,6 +598,42 @@ static_assert(offsetof(QuantBatchMatmulArgs, output_shift) == 84, "QuantBatchMat
 static_assert(offsetof(QuantBatchMatmulArgs, output_offset) == 88, "QuantBatchMatmulArgs.output_offset");
 static_assert(offsetof(QuantBatchMatmulArgs, act_min) == 92, "QuantBatchMatmulArgs.act_min");
 static_assert(offsetof(QuantBatchMatmulArgs, act_max) == 96, "QuantBatchMatmulArgs.act_max");
+
+struct ResizeArgs {
+  int32_t x[4];
+  int32_t y[4];
+  int32_t align_corners;
+  int32_t half_pixel_centers;
+};
+static_assert(sizeof(ResizeArgs) == 40 && alignof(ResizeArgs) == 4, "ResizeArgs: flatbuffers layout");
+static_assert(offsetof(ResizeArgs, x) == 0, "ResizeArgs.x");
+static_assert(offsetof(ResizeArgs, y) == 16, "ResizeArgs.y");
+static_assert(offsetof(ResizeArgs, align_corners) == 32, "ResizeArgs.align_corners");
+static_assert(offsetof(ResizeArgs, half_pixel_centers) == 36, "ResizeArgs.half_pixel_centers");
+
+struct AdaptivePool2dArgs {
+  int32_t x[4];
+  int32_t y[4];
+  float act_min;
+  float act_max;
+};
+static_assert(sizeof(AdaptivePool2dArgs) == 40 && alignof(AdaptivePool2dArgs) == 4, "AdaptivePool2dArgs: flatbuffers layout");
+static_assert(offsetof(AdaptivePool2dArgs, x) == 0, "AdaptivePool2dArgs.x");
+static_assert(offsetof(AdaptivePool2dArgs, y) == 16, "AdaptivePool2dArgs.y");
+static_assert(offsetof(AdaptivePool2dArgs, act_min) == 32, "AdaptivePool2dArgs.act_min");
+static_assert(offsetof(AdaptivePool2dArgs, act_max) == 36, "AdaptivePool2dArgs.act_max");
+
+struct QuantAdaptivePool2dArgs {
+  int32_t x[4];
+  int32_t y[4];
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantAdaptivePool2dArgs) == 40 && alignof(QuantAdaptivePool2dArgs) == 4, "QuantAdaptivePool2dArgs: flatbuffers layout");
+static_assert(offsetof(QuantAdaptivePool2dArgs, x) == 0, "QuantAdaptivePool2dArgs.x");
+static_assert(offsetof(QuantAdaptivePool2dArgs, y) == 16, "QuantAdaptivePool2dArgs.y");
+static_assert(offsetof(QuantAdaptivePool2dArgs, act_min) == 32, "QuantAdaptivePool2dArgs.act_min");
+static_assert(offsetof(QuantAdaptivePool2dArgs, act_max) == 36, "QuantAdaptivePool2dArgs.act_max");
 
 struct EthosUArgs {
   int32_t partition;

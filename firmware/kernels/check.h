@@ -133,6 +133,22 @@ inline bool rows(int32_t in, int32_t out, int32_t k, int32_t stride, int32_t pad
   return in >= 1 && out >= 1 && pad < reach && end >= in && end - in < reach;
 }
 
+/// A window op padded on either side (a causal convolution pads before the
+/// input only, padding='same' with an even kernel one more after): out
+/// windows of reach dilation (k - 1) + 1 start at o * stride - pad_before,
+/// and the padding they reach past the input, pad_after = (out - 1) stride
+/// + reach - in - pad_before, is at most the larger of pad_before and
+/// reach - 1, and more than -stride (out is the most windows that fit).
+/// Symmetric padding (window()) and row bands (rows()) are such geometries.
+inline bool window_padded(int32_t in, int32_t out, int32_t k, int32_t stride, int32_t pad_before,
+                          int32_t dilation) {
+  if (in < 1 || out < 1 || k < 1 || stride < 1 || dilation < 1 || pad_before < 0) return false;
+  const int64_t reach = int64_t(dilation) * (int64_t(k) - 1) + 1;
+  const int64_t after = (int64_t(out) - 1) * stride + reach - in - pad_before;
+  const int64_t limit = pad_before > reach - 1 ? int64_t(pad_before) : reach - 1;
+  return after > -int64_t(stride) && after <= limit;
+}
+
 /// An NHWC operand (rank 4, checked) holds exactly dims' elements: the
 /// four-dim case of holds().
 TMCU_INLINE Error holds4(const Operand& o, const int32_t* dims) {
@@ -163,13 +179,25 @@ Error batch_matmul_shapes(const OpContext& ctx, const Args& p) {
 /// MAX_POOL2D / AVG_POOL2D on integers (S8, S16): one input and one output,
 /// NHWC of `dtype` holding their dims, the same batch and channels, windows
 /// of at most `max_taps` taps (what the kernel's sum can hold) over rows and
-/// columns consistent with the output. The activation range is the caller's.
-inline Error quant_pool(const OpContext& ctx, DType dtype, int64_t max_taps) {
+/// columns consistent with the output (PyTorch's, ceil_mode's last window
+/// included; dilated max pools), count_include_pad 0 or 1 with the padding
+/// after (its divisor's bound) no larger than a window, a divisor_override
+/// of 0 (none) or at most 2^16, an int8 zero point (0 at int16); dilation for a max pool only (`max`), the
+/// divisor options for an average pool only. The activation range is the
+/// caller's.
+inline Error quant_pool(const OpContext& ctx, DType dtype, int64_t max_taps, bool max) {
   TMCU_CHECK(counts(ctx, 1, 1, 1) && args<schema::QuantPool2dArgs>(ctx, schema::OpParams::QuantPool2dParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantPool2dArgs>();
   TMCU_CHECK(small(a.kernel_h, 1) && small(a.kernel_w, 1) && int64_t(a.kernel_h) * a.kernel_w <= max_taps &&
-                 small(a.stride_h, 1) && small(a.stride_w, 1) && small(a.pad_top, 0) && small(a.pad_left, 0),
+                 small(a.stride_h, 1) && small(a.stride_w, 1) && small(a.pad_top, 0) && small(a.pad_left, 0) &&
+                 small(a.dilation_h, 1) && small(a.dilation_w, 1) && small(a.divisor_override, 0) &&
+                 (a.count_include_pad == 0 || a.count_include_pad == 1) && a.pad_bottom >= 0 &&
+                 a.pad_bottom <= a.kernel_h && a.pad_right >= 0 && a.pad_right <= a.kernel_w &&
+                 a.zero_point >= -128 && a.zero_point <= 127 && (dtype == DType::I8 || a.zero_point == 0),
+             Error::InvalidOp);
+  // Dilation is the max pool's, divisors the avg pool's.
+  TMCU_CHECK(max ? a.count_include_pad == 0 && a.divisor_override == 0 : a.dilation_h == 1 && a.dilation_w == 1,
              Error::InvalidOp);
   const Operand& x = ctx.input(0);
   const Operand& y = ctx.output(0);
@@ -177,8 +205,8 @@ inline Error quant_pool(const OpContext& ctx, DType dtype, int64_t max_taps) {
   TMCU_TRY(holds4(x, a.x));
   TMCU_TRY(holds4(y, a.y));
   TMCU_CHECK(a.x[0] == a.y[0] && a.x[3] == a.y[3] &&
-                 rows(a.x[1], a.y[1], a.kernel_h, a.stride_h, a.pad_top, 1, false) &&
-                 window(a.x[2], a.y[2], a.kernel_w, a.stride_w, a.pad_left, 1, false),
+                 rows(a.x[1], a.y[1], a.kernel_h, a.stride_h, a.pad_top, a.dilation_h, true) &&
+                 window(a.x[2], a.y[2], a.kernel_w, a.stride_w, a.pad_left, a.dilation_w, true),
              Error::InvalidOp);
   return Error::Ok;
 }

@@ -104,7 +104,10 @@ WEIGHT_QMAX = {"int8": 127, "int4": 7}  # symmetric narrow range -qmax..qmax
 PRECISIONS = {"int4": ("int4", "int8"), "int8": ("int8", "int8"), "int16": ("int8", "int16")}  # (weights, activations)
 
 
-WEIGHTED = {aten.conv2d.default, aten.conv2d.padding, aten.linear.default}
+WEIGHTED = {aten.conv2d.default, aten.conv2d.padding, aten.linear.default, aten.conv1d.default, aten.conv1d.padding,
+            aten.conv_transpose1d.default, aten.conv_transpose2d.input, aten.convolution.default}
+# Transposed convolutions: weights [in, out, ...], per output channel along axis 1.
+TRANSPOSED = {aten.conv_transpose1d.default, aten.conv_transpose2d.input}
 ACTIVATIONS = {aten.relu.default, aten.relu6.default, aten.hardtanh.default, aten.clamp.default}
 BINARY = {aten.add.Tensor, aten.mul.Tensor}
 SHARED = {
@@ -113,6 +116,12 @@ SHARED = {
     aten.permute.default, aten.transpose.int, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
     aten.unsqueeze.default, aten.dropout.default, aten.clone.default, aten.contiguous.default,
     aten.pad.default, aten.constant_pad_nd.default,
+    aten.max_pool1d.default, aten.avg_pool1d.default, aten.adaptive_avg_pool1d.default,
+    aten._adaptive_avg_pool2d.default, aten.upsample_nearest1d.vec, aten.upsample_nearest2d.vec,
+    aten.upsample_nearest1d.default, aten.upsample_nearest2d.default, aten._upsample_nearest_exact1d.vec,
+    aten._upsample_nearest_exact2d.vec, aten._upsample_nearest_exact1d.default,
+    aten._upsample_nearest_exact2d.default, aten.upsample_bilinear2d.vec, aten.upsample_linear1d.vec,
+    aten.upsample_bilinear2d.default, aten.upsample_linear1d.default,
 }
 # Two inputs and the output at one quantization (int8 max/min of the raw values).
 SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
@@ -190,7 +199,9 @@ def _make_quantizer_class():
                         continue
                     users = list(n.users)
                     fused = users[0] if len(users) == 1 and users[0].target in ACTIVATIONS else None
-                    mark(n, {x: act, w: weight}, None if fused else act)
+                    transposed = n.target in TRANSPOSED or (n.target == aten.convolution.default and n.args[6])
+                    wspec = dataclasses.replace(weight, ch_axis=1) if transposed else weight
+                    mark(n, {x: act, w: wspec}, None if fused else act)
                     if fused is not None:
                         mark(fused, {}, act)
                 elif n.target in BINARY:

@@ -20,14 +20,16 @@ from . import fusion
 from .convert import to_graph
 from .graph import Graph
 from .layout import IO_LAYOUTS, Scratch, io_perm, to_program_graph
-from .lowering import ALL
+from .lowering import ALL, conv
 
 __all__ = ["IO_LAYOUTS", "PASSES", "Scratch", "io_perm", "lower", "to_program_graph"]
 
 PASSES: list[Callable[[Graph], None]] = [
+    conv.fold_batch_norm_transposed,  # as fold_batch_norm, for transposed convolutions
     fusion.fold_batch_norm,   # first: exposes conv -> relu pairs to fusion
     fusion.fuse_activations,  # before fold_qdq: a fused clamp becomes the integer kernel's range
     fusion.fold_qdq,
+    conv.fold_pad,            # after fold_qdq: an int8 pad shares its input's quantization
 ]
 
 

@@ -74,7 +74,7 @@ def fold_batch_norm(g: Graph) -> None:
 def fuse_activations(g: Graph) -> None:
     """A clamp (ReLU, ReLU6, hardtanh) whose input has no other use folds into
     its producer's output range."""
-    fusable = {"conv2d", "linear", "add", "mul", "max_pool2d", "avg_pool2d"}
+    fusable = {"conv2d", "linear", "add", "mul", "max_pool2d", "avg_pool2d", "conv_transpose2d"}
     producer = {n.out: n for n in g.nodes}
     keep: list[Node] = []
     for n in g.nodes:

@@ -39,6 +39,8 @@ extern const Kernel kAddS16;
 extern const Kernel kMulS16;
 extern const Kernel kMaxPool2dS16;
 extern const Kernel kAvgPool2dS16;
+// conv + pool/resize (transpose_conv_s8.cc)
+extern const Kernel kTransposeConv2dS8;
 
 }  // namespace cmsis_nn
 }  // namespace torchmcu

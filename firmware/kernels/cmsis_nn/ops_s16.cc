@@ -26,6 +26,7 @@ using schema::QuantPool2dArgs;
 Error conv2d_check(const OpContext& ctx) {
   TMCU_TRY(portable::kConv2dS16.check(ctx));
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
+  if (a.w[3] != a.x[3]) return Error::Ok;  // grouped: arm_convolve_s16 has no groups, the portable kernel runs it
   TMCU_CHECK(shapes_fit(a), Error::InvalidOp);
   const cmsis_nn_conv_params p = conv_params(a);
   const cmsis_nn_dims in = nhwc(a.x);
@@ -39,6 +40,10 @@ Error conv2d_check(const OpContext& ctx) {
 
 void conv2d_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
+  if (a.w[3] != a.x[3]) {
+    portable::kConv2dS16.run(ctx);
+    return;
+  }
   const cmsis_nn_conv_params p = conv_params(a);
   const cmsis_nn_per_channel_quant_params q = quant(ctx);
   const cmsis_nn_context c = scratch(ctx, kConvScratch);

@@ -17,13 +17,16 @@ inline int16_t clamp16(int32_t v, int32_t lo, int32_t hi) {
 
 }  // namespace
 
-void conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
-                int32_t kernel_w, const int64_t* bias, const int32_t* multiplier,
-                const int32_t* shift, int16_t* out, Shape4 out_shape, const QuantConvS16Params& p) {
+void grouped_conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                        int32_t kernel_w, int32_t group_channels, const int64_t* bias,
+                        const int32_t* multiplier, const int32_t* shift, int16_t* out, Shape4 out_shape,
+                        const QuantConvS16Params& p) {
   const int32_t cin = in_shape.c;
   const int32_t cout = out_shape.c;
+  const int32_t gin = group_channels;
+  const int32_t gout = cout / (cin / gin);
   const int32_t row_stride = in_shape.w * cin;
-  const int32_t w_stride = kernel_h * kernel_w * cin;
+  const int32_t w_stride = kernel_h * kernel_w * gin;
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int16_t* in_n = in + int64_t(n) * in_shape.h * row_stride;
     for (int32_t oy = 0; oy < out_shape.h; ++oy) {
@@ -36,15 +39,16 @@ void conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t ker
         s8::tap_range(ix0, in_shape.w, kernel_w, p.dilation_w, &kx0, &kx1);
         for (int32_t co = 0; co < cout; ++co) {
           const int8_t* w_o = w + int64_t(co) * w_stride;
+          const int16_t* in_g = in_n + (co / gout) * gin;  // the group's first channel
           int64_t acc = 0;  // |in * w| <= 2^22, at most 2^31 taps: no overflow
           for (int32_t ky = ky0; ky < ky1; ++ky) {
-            const int16_t* x_row = in_n + (iy0 + ky * p.dilation_h) * row_stride;
-            const int8_t* w_row = w_o + ky * kernel_w * cin;
+            const int16_t* x_row = in_g + (iy0 + ky * p.dilation_h) * row_stride;
+            const int8_t* w_row = w_o + ky * kernel_w * gin;
             for (int32_t kx = kx0; kx < kx1; ++kx) {
               const int16_t* x = x_row + (ix0 + kx * p.dilation_w) * cin;
-              const int8_t* wk = w_row + kx * cin;
-              int32_t part = 0;  // one tap's channels: at most 2^22 * cin; flushed every 256
-              for (int32_t ci = 0; ci < cin; ++ci) {
+              const int8_t* wk = w_row + kx * gin;
+              int32_t part = 0;  // one tap's channels: at most 2^22 * gin; flushed every 256
+              for (int32_t ci = 0; ci < gin; ++ci) {
                 part += int32_t(x[ci]) * wk[ci];
                 if ((ci & 255) == 255) {
                   acc += part;
@@ -60,6 +64,13 @@ void conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t ker
       }
     }
   }
+}
+
+void conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                int32_t kernel_w, const int64_t* bias, const int32_t* multiplier,
+                const int32_t* shift, int16_t* out, Shape4 out_shape, const QuantConvS16Params& p) {
+  grouped_conv2d_s16(in, in_shape, w, kernel_h, kernel_w, in_shape.c, bias, multiplier, shift, out,
+                     out_shape, p);
 }
 
 void depthwise_conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,

@@ -53,22 +53,26 @@ inline void interior(int32_t pad, int32_t stride, int32_t size, int32_t kernel, 
 // channel, and windows inside the input use sum x * w + input_offset * sum w,
 // so the inner loop is a plain int8 dot product. Windows that touch the
 // padding add the offset per tap and skip the padded taps. With dilation_w
-// == 1 the taps of one kernel row are one contiguous run of kw * C values in
-// input and weights alike.
-void conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
-               int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
-               const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p) {
+// == 1 and one group the taps of one kernel row are one contiguous run of
+// kw * C values in input and weights alike; grouped, each tap is a run of
+// the group's channels.
+void grouped_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                       int32_t kernel_w, int32_t group_channels, const int32_t* bias,
+                       const int32_t* multiplier, const int32_t* shift, int8_t* out, Shape4 out_shape,
+                       const QuantConvParams& p) {
   // Locals, not p's fields: int8 stores may alias p, forcing reloads.
   const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
   const int32_t pad_top = p.pad_top, pad_left = p.pad_left;
   const int32_t dil_h = p.dilation_h, dil_w = p.dilation_w;
   const int32_t in_c = in_shape.c;
   const int32_t out_c = out_shape.c;
-  const int32_t w_per_oc = kernel_h * kernel_w * in_c;
+  const int32_t group_in = group_channels;
+  const int32_t group_out = out_c / (in_c / group_in);
+  const int32_t w_per_oc = kernel_h * kernel_w * group_in;
   const int32_t row_stride = in_shape.w * in_c;
   const int32_t image_stride = in_shape.h * row_stride;
-  const bool contiguous = dil_w == 1;
-  const int32_t run = contiguous ? kernel_w * in_c : in_c;
+  const bool contiguous = dil_w == 1 && group_in == in_c;
+  const int32_t run = contiguous ? kernel_w * in_c : group_in;
   const int32_t runs = contiguous ? 1 : kernel_w;
   const int32_t run_step = dil_w * in_c;
   const int32_t ky_step = dil_h * row_stride;
@@ -88,8 +92,9 @@ void conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kerne
     const int32_t m = multiplier[oc];
     const int32_t s = shift[oc];
     int8_t* o = out + oc;
+    const int8_t* in_g = in + (oc / group_out) * group_in;  // the group's first channel
     for (int32_t n = 0; n < out_shape.n; ++n) {
-      const int8_t* in_n = in + n * image_stride;
+      const int8_t* in_n = in_g + n * image_stride;
       for (int32_t oy = 0; oy < out_shape.h; ++oy) {
         const int32_t iy0 = oy * stride_h - pad_top;
         const bool y_in = oy >= oy_lo && oy < oy_hi;
@@ -118,12 +123,12 @@ void conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kerne
             for (int32_t ky = ky0; ky < ky1 && taps_x > 0; ++ky) {
               const int8_t* x =
                   in_n + (iy0 + ky * dil_h) * row_stride + (ix0 + kx0 * dil_w) * in_c;
-              const int8_t* wt = wk + (ky * kernel_w + kx0) * in_c;
+              const int8_t* wt = wk + (ky * kernel_w + kx0) * group_in;
               if (contiguous) {
                 acc = dot_offset(x, wt, taps_x * in_c, in_off, acc);
               } else {
-                for (int32_t t = 0; t < taps_x; ++t, x += run_step, wt += in_c) {
-                  acc = dot_offset(x, wt, in_c, in_off, acc);
+                for (int32_t t = 0; t < taps_x; ++t, x += run_step, wt += group_in) {
+                  acc = dot_offset(x, wt, group_in, in_off, acc);
                 }
               }
             }
@@ -134,6 +139,13 @@ void conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kerne
       }
     }
   }
+}
+
+void conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+               int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
+               const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p) {
+  grouped_conv2d_s8(in, in_shape, w, kernel_h, kernel_w, in_shape.c, bias, multiplier, shift, out,
+                    out_shape, p);
 }
 
 // Per output pixel, the output channels are processed in chunks of kAccChunk

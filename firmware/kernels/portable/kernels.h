@@ -59,6 +59,17 @@ extern const Kernel kMaxPool2dS16;
 extern const Kernel kAvgPool2dS16;
 extern const Kernel kSoftmaxS16;
 extern const Kernel kRequantize;
+// conv + pool/resize (ops_conv_pool.cc)
+extern const Kernel kTransposeConv2dF32;
+extern const Kernel kTransposeConv2dS8;
+extern const Kernel kTransposeConv2dS16;
+extern const Kernel kResizeNearest;
+extern const Kernel kResizeBilinearF32;
+extern const Kernel kResizeBilinearS8;
+extern const Kernel kResizeBilinearS16;
+extern const Kernel kAdaptiveAvgPool2dF32;
+extern const Kernel kAdaptiveAvgPool2dS8;
+extern const Kernel kAdaptiveAvgPool2dS16;
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -72,8 +72,10 @@ Error conv_common_check(const OpContext& ctx) {
                  check::small(a.pad_top, 0) && check::small(a.pad_left, 0),
              Error::InvalidOp);
   TMCU_CHECK(a.x[0] == a.y[0] &&
-                 check::rows(a.x[1], a.y[1], a.w[1], a.stride_h, a.pad_top, a.dilation_h, true) &&
-                 check::window(a.x[2], a.y[2], a.w[2], a.stride_w, a.pad_left, a.dilation_w, true),
+                 (check::window_padded(a.x[1], a.y[1], a.w[1], a.stride_h, a.pad_top, a.dilation_h) ||
+                  check::rows(a.x[1], a.y[1], a.w[1], a.stride_h, a.pad_top, a.dilation_h, true)) &&
+                 (check::window_padded(a.x[2], a.y[2], a.w[2], a.stride_w, a.pad_left, a.dilation_w) ||
+                  check::window(a.x[2], a.y[2], a.w[2], a.stride_w, a.pad_left, a.dilation_w, true)),
              Error::InvalidOp);
   if (ctx.num_inputs() == 3 && OpContext::present(ctx.input(2))) {
     TMCU_CHECK(check::vector(ctx.input(2), DType::F32, a.y[3]), Error::InvalidOp);

@@ -60,25 +60,28 @@ struct MulS16 {
 // largest value, Avg the int32 sum (rounded division at the end).
 template <bool kMax>
 void pool2d_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_shape,
-                const QuantPoolParams& p) {
+                const QuantPoolParams& p, const PoolOptions& o) {
   const int32_t c_n = in_shape.c;
   const int32_t row_stride = in_shape.w * c_n;
+  const int32_t dil_h = kMax ? o.dilation_h : 1, dil_w = kMax ? o.dilation_w : 1;
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int16_t* in_n = in + int64_t(n) * in_shape.h * row_stride;
     for (int32_t oy = 0; oy < out_shape.h; ++oy) {
       const int32_t iy0 = oy * p.stride_h - p.pad_top;
       int32_t ky0, ky1;
-      s8::tap_range(iy0, in_shape.h, p.kernel_h, 1, &ky0, &ky1);
+      s8::tap_range(iy0, in_shape.h, p.kernel_h, dil_h, &ky0, &ky1);
       for (int32_t ox = 0; ox < out_shape.w; ++ox) {
         const int32_t ix0 = ox * p.stride_w - p.pad_left;
         int32_t kx0, kx1;
-        s8::tap_range(ix0, in_shape.w, p.kernel_w, 1, &kx0, &kx1);
+        s8::tap_range(ix0, in_shape.w, p.kernel_w, dil_w, &kx0, &kx1);
         const int32_t count = (ky1 - ky0) * (kx1 - kx0);
+        const int32_t divisor = pool_divisor(p, o, in_shape, iy0, ix0, count);
         for (int32_t c = 0; c < c_n; ++c) {
-          int32_t acc = kMax ? p.act_min : 0;  // max: starting at act_min folds in the lower clamp
-          for (int32_t iy = iy0 + ky0; iy < iy0 + ky1; ++iy) {
-            const int16_t* x = in_n + iy * row_stride + (ix0 + kx0) * c_n + c;
-            for (int32_t kx = kx0; kx < kx1; ++kx, x += c_n) {
+          // max: starting at act_min folds in the lower clamp; avg: the taps the divisor adds hold the zero point
+          int32_t acc = kMax ? p.act_min : (count > 0 ? (divisor - count) * o.zero_point : 0);
+          for (int32_t ky = ky0; ky < ky1; ++ky) {
+            const int16_t* x = in_n + (iy0 + ky * dil_h) * row_stride + (ix0 + kx0 * dil_w) * c_n + c;
+            for (int32_t kx = kx0; kx < kx1; ++kx, x += dil_w * c_n) {
               if (kMax) {
                 acc = *x > acc ? *x : acc;
               } else {
@@ -87,8 +90,8 @@ void pool2d_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_sha
             }
           }
           if (!kMax) {
-            const int32_t half = count / 2;
-            acc = (acc > 0 ? acc + half : acc - half) / (count > 0 ? count : 1);
+            const int32_t half = divisor / 2;
+            acc = (acc > 0 ? acc + half : acc - half) / divisor;
           }
           *out++ = clamp16(acc, p.act_min, p.act_max);
         }
@@ -110,13 +113,13 @@ void mul_s16(const int16_t* a, const int32_t* a_dims, const int16_t* b, const in
 }
 
 void max_pool2d_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_shape,
-                    const QuantPoolParams& p) {
-  pool2d_s16<true>(in, in_shape, out, out_shape, p);
+                    const QuantPoolParams& p, const PoolOptions& o) {
+  pool2d_s16<true>(in, in_shape, out, out_shape, p, o);
 }
 
 void avg_pool2d_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_shape,
-                    const QuantPoolParams& p) {
-  pool2d_s16<false>(in, in_shape, out, out_shape, p);
+                    const QuantPoolParams& p, const PoolOptions& o) {
+  pool2d_s16<false>(in, in_shape, out, out_shape, p, o);
 }
 
 namespace {
@@ -226,8 +229,8 @@ Error conv_check_common(const OpContext& ctx, int32_t out_channels) {
                  check::small(a.dilation_h, 1) && check::small(a.dilation_w, 1) &&
                  check::small(a.pad_top, 0) && check::small(a.pad_left, 0),
              Error::InvalidOp);
-  TMCU_CHECK(check::rows(a.x[1], a.y[1], a.w[1], a.stride_h, a.pad_top, a.dilation_h, false) &&
-                 check::window(a.x[2], a.y[2], a.w[2], a.stride_w, a.pad_left, a.dilation_w, false),
+  TMCU_CHECK(check::window_padded(a.x[1], a.y[1], a.w[1], a.stride_h, a.pad_top, a.dilation_h) &&
+                 check::window_padded(a.x[2], a.y[2], a.w[2], a.stride_w, a.pad_left, a.dilation_w),
              Error::InvalidOp);
   TMCU_CHECK(a.input_offset == 0 && a.output_offset == 0 && act16_ok(a.act_min, a.act_max),
              Error::InvalidOp);
@@ -247,14 +250,15 @@ Error conv2d_check(const OpContext& ctx) {
   TMCU_CHECK(check::args<schema::QuantConv2dArgs>(ctx, OpParams::QuantConv2dParams), Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
   TMCU_TRY(conv_check_common(ctx, a.w[0]));
-  TMCU_CHECK(a.w[3] == a.x[3], Error::InvalidOp);
+  // Grouped when w has fewer input channels than x (groups = their ratio).
+  TMCU_CHECK(a.w[3] >= 1 && a.x[3] % a.w[3] == 0 && a.w[0] % (a.x[3] / a.w[3]) == 0, Error::InvalidOp);
   return Error::Ok;
 }
 
 void conv2d_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
-  conv2d_s16(ctx.in<const int16_t>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2],
-             ctx.in<const int64_t>(2), ctx.in<const int32_t>(3), ctx.in<const int32_t>(4),
+  grouped_conv2d_s16(ctx.in<const int16_t>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2], a.w[3],
+                     ctx.in<const int64_t>(2), ctx.in<const int32_t>(3), ctx.in<const int32_t>(4),
              ctx.out<int16_t>(0), shape4(a.y), conv_params(a));
 }
 
@@ -369,8 +373,9 @@ void mul_run(const OpContext& ctx) {
 }
 
 // Windows of more than 2^16 taps could overflow the int32 sum of int16 values.
+template <bool kMax>
 Error pool_check(const OpContext& ctx) {
-  TMCU_TRY(check::quant_pool(ctx, DType::I16, 65536));
+  TMCU_TRY(check::quant_pool(ctx, DType::I16, 65536, kMax));
   const auto& a = ctx.args<schema::QuantPool2dArgs>();
   return act16_ok(a.act_min, a.act_max) ? Error::Ok : Error::InvalidOp;
 }
@@ -380,16 +385,28 @@ QuantPoolParams pool_params(const schema::QuantPool2dArgs& a) {
                          a.pad_top,  a.pad_left, a.act_min,  a.act_max};
 }
 
+PoolOptions pool_options(const schema::QuantPool2dArgs& a) {
+  PoolOptions o;
+  o.dilation_h = a.dilation_h;
+  o.dilation_w = a.dilation_w;
+  o.count_include_pad = a.count_include_pad;
+  o.divisor_override = a.divisor_override;
+  o.pad_bottom = a.pad_bottom;
+  o.pad_right = a.pad_right;
+  o.zero_point = a.zero_point;
+  return o;
+}
+
 void max_pool_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantPool2dArgs>();
   max_pool2d_s16(ctx.in<const int16_t>(0), shape4(a.x), ctx.out<int16_t>(0), shape4(a.y),
-                 pool_params(a));
+                pool_params(a), pool_options(a));
 }
 
 void avg_pool_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantPool2dArgs>();
   avg_pool2d_s16(ctx.in<const int16_t>(0), shape4(a.x), ctx.out<int16_t>(0), shape4(a.y),
-                 pool_params(a));
+                 pool_params(a), pool_options(a));
 }
 
 // x, exp table, 1/(1+x) table (int16 [513] each) -> y, over the last axis.
@@ -509,8 +526,8 @@ const Kernel kDepthwiseConv2dS16 = {depthwise_check, depthwise_run};
 const Kernel kLinearS16 = {linear_check, linear_run};
 const Kernel kAddS16 = {add_check, add_run};
 const Kernel kMulS16 = {mul_check, mul_run};
-const Kernel kMaxPool2dS16 = {pool_check, max_pool_run};
-const Kernel kAvgPool2dS16 = {pool_check, avg_pool_run};
+const Kernel kMaxPool2dS16 = {pool_check<true>, max_pool_run};
+const Kernel kAvgPool2dS16 = {pool_check<false>, avg_pool_run};
 const Kernel kSoftmaxS16 = {softmax_check, softmax_run};
 const Kernel kRequantize = {requantize_check, requantize_run};
 

@@ -84,8 +84,8 @@ Error conv_common_check(const OpContext& ctx, int32_t out_channels, int64_t taps
                  check::small(a.dilation_h, 1) && check::small(a.dilation_w, 1) &&
                  check::small(a.pad_top, 0) && check::small(a.pad_left, 0),
              Error::InvalidOp);
-  TMCU_CHECK(check::rows(a.x[1], a.y[1], a.w[1], a.stride_h, a.pad_top, a.dilation_h, false) &&
-                 check::window(a.x[2], a.y[2], a.w[2], a.stride_w, a.pad_left, a.dilation_w, false),
+  TMCU_CHECK(check::window_padded(a.x[1], a.y[1], a.w[1], a.stride_h, a.pad_top, a.dilation_h) &&
+                 check::window_padded(a.x[2], a.y[2], a.w[2], a.stride_w, a.pad_left, a.dilation_w),
              Error::InvalidOp);
   TMCU_CHECK(input_offset_ok(a.input_offset) && output_offset_ok(a.output_offset) &&
                  act_ok(a.act_min, a.act_max),
@@ -112,10 +112,16 @@ QuantConvParams conv_params(const schema::QuantConv2dArgs& a) {
                          a.output_offset, a.act_min,      a.act_max};
 }
 
+// Grouped when the weights' input channels are fewer than the input's:
+// groups = x channels / w channels, dividing the output channels too.
+TMCU_INLINE bool groups_ok(const schema::QuantConv2dArgs& a) {
+  return a.w[3] >= 1 && a.x[3] % a.w[3] == 0 && a.w[0] % (a.x[3] / a.w[3]) == 0;
+}
+
 Error conv2d_check(const OpContext& ctx) {
   TMCU_TRY(conv_args_check(ctx));
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
-  TMCU_CHECK(a.w[3] == a.x[3], Error::InvalidOp);
+  TMCU_CHECK(groups_ok(a), Error::InvalidOp);
   return conv_common_check(ctx, a.w[0], int64_t(a.w[1]) * a.w[2] * a.w[3]);
 }
 
@@ -134,9 +140,9 @@ bool requant_ok(const OpContext& ctx, int32_t channels, int32_t num_requant, int
 void conv2d_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
   if (!requant_ok(ctx, a.w[0], a.w[0], int64_t(a.w[1]) * a.w[2] * a.w[3], 2 * 128 * 128)) return;
-  conv2d_s8(ctx.in<const int8_t>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2],
-            ctx.in<const int32_t>(2), ctx.in<const int32_t>(3), ctx.in<const int32_t>(4),
-            ctx.out<int8_t>(0), shape4(a.y), conv_params(a));
+  grouped_conv2d_s8(ctx.in<const int8_t>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2], a.w[3],
+                    ctx.in<const int32_t>(2), ctx.in<const int32_t>(3), ctx.in<const int32_t>(4),
+                    ctx.out<int8_t>(0), shape4(a.y), conv_params(a));
 }
 
 Error depthwise_check(const OpContext& ctx) {
@@ -329,8 +335,9 @@ void max_min_run(const OpContext& ctx) {
 // ---- pools ---------------------------------------------------------------------
 
 // Windows of at most 2^24 taps: the int32 sum of int8 values stays in range.
+template <bool kMax>
 Error pool_check(const OpContext& ctx) {
-  TMCU_TRY(check::quant_pool(ctx, DType::I8, int64_t(1) << 24));
+  TMCU_TRY(check::quant_pool(ctx, DType::I8, int64_t(1) << 24, kMax));
   const auto& a = ctx.args<schema::QuantPool2dArgs>();
   return act_ok(a.act_min, a.act_max) ? Error::Ok : Error::InvalidOp;
 }
@@ -340,16 +347,28 @@ QuantPoolParams pool_params(const schema::QuantPool2dArgs& a) {
                          a.pad_top,  a.pad_left, a.act_min,  a.act_max};
 }
 
+PoolOptions pool_options(const schema::QuantPool2dArgs& a) {
+  PoolOptions o;
+  o.dilation_h = a.dilation_h;
+  o.dilation_w = a.dilation_w;
+  o.count_include_pad = a.count_include_pad;
+  o.divisor_override = a.divisor_override;
+  o.pad_bottom = a.pad_bottom;
+  o.pad_right = a.pad_right;
+  o.zero_point = a.zero_point;
+  return o;
+}
+
 void max_pool_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantPool2dArgs>();
   max_pool2d_s8(ctx.in<const int8_t>(0), shape4(a.x), ctx.out<int8_t>(0), shape4(a.y),
-                pool_params(a));
+                pool_params(a), pool_options(a));
 }
 
 void avg_pool_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantPool2dArgs>();
   avg_pool2d_s8(ctx.in<const int8_t>(0), shape4(a.x), ctx.out<int8_t>(0), shape4(a.y),
-                pool_params(a));
+                pool_params(a), pool_options(a));
 }
 
 // ---- softmax over the last axis ----------------------------------------------
@@ -488,8 +507,8 @@ const Kernel kDepthwiseConv2dS8 = {depthwise_check, depthwise_run};
 const Kernel kLinearS8 = {linear_check, linear_run};
 const Kernel kAddS8 = {add_check, add_run, kInplaceBoth};
 const Kernel kMulS8 = {mul_check, mul_run, kInplaceBoth};
-const Kernel kMaxPool2dS8 = {pool_check, max_pool_run};
-const Kernel kAvgPool2dS8 = {pool_check, avg_pool_run};
+const Kernel kMaxPool2dS8 = {pool_check<true>, max_pool_run};
+const Kernel kAvgPool2dS8 = {pool_check<false>, avg_pool_run};
 const Kernel kSoftmaxS8 = {softmax_check, softmax_run};
 const Kernel kClampS8 = {clamp_check, clamp_run, kInplaceFirst};
 const Kernel kLutS8 = {lut_check, lut_run, kInplaceFirst};

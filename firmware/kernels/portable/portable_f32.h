@@ -118,6 +118,31 @@ void max_pool2d_f32(const float* in, Shape4 in_shape, float* out,
 void avg_pool2d_f32(const float* in, Shape4 in_shape, float* out,
                     Shape4 out_shape, const Pool2dParams& p);
 
+/// Transposed 2-D convolution (TFLite's TRANSPOSE_CONV, PyTorch's
+/// conv_transpose2d cropped at pad_top / pad_left to out_shape): output pixel
+/// (oy, ox) = bias + sum of in[iy][ix] * w[oc][ky][kx] over the taps with
+/// oy = iy * stride_h - pad_top + ky, ox likewise. w: [out_c][kh][kw][in_c];
+/// bias may be null; dilation and groups of p are 1.
+void transpose_conv2d_f32(const float* in, Shape4 in_shape, const float* w, int32_t kernel_h,
+                          int32_t kernel_w, const float* bias, float* out, Shape4 out_shape,
+                          const Conv2dParams& p);
+
+/// Nearest-neighbour resizing of NHWC elements of elem_size bytes (any
+/// dtype): out[n][i][j] = in[n][rows(i)][cols(j)], with TFLite's
+/// GetNearestNeighbor without align_corners: min(floor((o + h) * (in /
+/// out)), in - 1) in float32, h = 0.5 with half_pixel_centers else 0.
+void resize_nearest(const void* in, Shape4 in_shape, void* out, Shape4 out_shape, size_t elem_size,
+                    bool half_pixel_centers);
+
+/// Bilinear resizing as PyTorch's upsample_bilinear2d: with align_corners
+/// the source position is o * (in - 1) / (out - 1), else (the half-pixel
+/// centres of TFLite's half_pixel_centers) max((o + 0.5) * in / out - 0.5, 0).
+void resize_bilinear_f32(const float* in, Shape4 in_shape, float* out, Shape4 out_shape, bool align_corners);
+
+/// Adaptive average pooling: output (i, j) averages rows [floor(i H / OH),
+/// ceil((i + 1) H / OH)) and the columns likewise (PyTorch's windows).
+void adaptive_avg_pool2d_f32(const float* in, Shape4 in_shape, float* out, Shape4 out_shape, ActRange act);
+
 /// Mean over the axes whose bit is set in axis_mask (bit d = axis d),
 /// 1 <= rank <= kMaxRank. out has the reduced axes removed (or kept as 1:
 /// same memory order).

@@ -54,6 +54,12 @@ void conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t ker
                 int32_t kernel_w, const int64_t* bias, const int32_t* multiplier,
                 const int32_t* shift, int16_t* out, Shape4 out_shape, const QuantConvS16Params& p);
 
+/// Grouped as grouped_conv2d_s8 (w: OHWI with I = group_channels).
+void grouped_conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                        int32_t kernel_w, int32_t group_channels, const int64_t* bias,
+                        const int32_t* multiplier, const int32_t* shift, int16_t* out, Shape4 out_shape,
+                        const QuantConvS16Params& p);
+
 /// Depthwise: output channel c reads input channel c / depth_multiplier.
 void depthwise_conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
                           int32_t kernel_w, int32_t depth_multiplier, const int64_t* bias,
@@ -77,9 +83,28 @@ void mul_s16(const int16_t* a, const int32_t* a_dims, const int16_t* b, const in
 
 /// max_pool2d_s8 / avg_pool2d_s8 on int16 values.
 void max_pool2d_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_shape,
-                    const QuantPoolParams& p);
+                    const QuantPoolParams& p, const PoolOptions& o = PoolOptions());
 void avg_pool2d_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_shape,
-                    const QuantPoolParams& p);
+                    const QuantPoolParams& p, const PoolOptions& o = PoolOptions());
+
+/// adaptive_avg_pool2d_s8 on int16 values.
+void adaptive_avg_pool2d_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_shape,
+                             int32_t act_min, int32_t act_max);
+
+/// transpose_conv2d_s8's sum on int16 x (no offsets) in int64 with an
+/// int64 bias, requantized by requantize_s64 (TFLite's int16x8 TRANSPOSE_CONV).
+void transpose_conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                          int32_t kernel_w, const int64_t* bias, const int32_t* multiplier,
+                          const int32_t* shift, int16_t* out, Shape4 out_shape, const QuantConvS16Params& p);
+
+/// Bilinear resizing of int16 values at PyTorch's exact source positions
+/// (align_corners: o (in - 1) / (out - 1); half_pixel_centers: max((o + 0.5)
+/// in / out - 0.5, 0); else o in / out), each neighbour weighted by its
+/// fraction rounded to 1/65536; the int64 sum divided by 2^32 rounding half
+/// away from zero. (TFLite's 1/1024 positions, which resize_bilinear_s8 keeps
+/// for TFLite's bits, would be hundreds of int16 steps off.) Shared quantization.
+void resize_bilinear_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_shape,
+                         bool align_corners, bool half_pixel_centers);
 
 /// TFLite Micro's int16 softmax over rows of `cols` (output scale 1/32768,
 /// zero point 0): e = lut(exp_lut, clamp(requantize(x - max, multiplier,

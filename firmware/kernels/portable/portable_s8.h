@@ -51,10 +51,19 @@ struct QuantConvParams {
 ///
 /// acc = bias[c] + sum over taps and input channels of (in + input_offset) * w;
 /// out = clamp(requantize(acc, multiplier[c], shift[c]) + output_offset).
-/// bias may be null (zero). groups == 1.
+/// bias may be null (zero). groups == 1. The output's size gives the bottom
+/// and right padding (any: a causal convolution pads the left side only).
 void conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
                int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
                const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p);
+
+/// Grouped: w is OHWI with I = group_channels (in_shape.c / groups
+/// groups); output channel o reads the input channels of group o / (O /
+/// groups). conv2d_s8 is the one-group case.
+void grouped_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                       int32_t kernel_w, int32_t group_channels, const int32_t* bias,
+                       const int32_t* multiplier, const int32_t* shift, int8_t* out, Shape4 out_shape,
+                       const QuantConvParams& p);
 
 /// Depthwise: output channel c reads input channel c / depth_multiplier;
 /// requantization per output channel as conv2d_s8.
@@ -158,16 +167,63 @@ struct QuantPoolParams {
   int32_t act_min, act_max;
 };
 
-/// Max over the in-bounds taps of each window, clamped. Same quantization in
-/// and out.
-void max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
-                   const QuantPoolParams& p);
+/// PyTorch's pooling options beyond TFLite's (the defaults are TFLite's).
+struct PoolOptions {
+  int32_t dilation_h = 1, dilation_w = 1;  // max pool: taps dilation apart
+  int32_t count_include_pad = 0;          // avg pool: divide by the padded window
+  int32_t divisor_override = 0;           // avg pool: > 0 replaces the divisor
+  int32_t pad_bottom = 0, pad_right = 0;  // bound of count_include_pad's window
+  int32_t zero_point = 0;                 // the value of the taps a divisor counts beyond the in-bounds ones
+};
 
-/// Sum of the in-bounds taps divided by their count, rounding half away from
-/// zero ((sum +- count/2) / count in integer division), clamped. A window with
-/// no in-bounds tap outputs clamp(0).
+/// Max over the in-bounds taps of each window (taps dilation apart),
+/// clamped. Same quantization in and out.
+void max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
+                   const QuantPoolParams& p, const PoolOptions& o = PoolOptions());
+
+/// Sum of the in-bounds taps, plus zero_point for each tap the divisor
+/// counts beyond them (PyTorch pads with real 0), divided by the divisor,
+/// rounding half away from zero ((sum +- divisor/2) / divisor in integer
+/// division), clamped. The divisor is PyTorch's: divisor_override when > 0;
+/// with count_include_pad, the window clipped to [-pad_top, H + pad_bottom)
+/// x [-pad_left, W + pad_right); else the in-bounds taps (TFLite's; a window
+/// with none outputs clamp(0)).
 void avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
-                   const QuantPoolParams& p);
+                   const QuantPoolParams& p, const PoolOptions& o = PoolOptions());
+
+/// The divisor of avg_pool2d_s8's window at (iy0, ix0) = (oy * stride_h -
+/// pad_top, ox * stride_w - pad_left) with `count` in-bounds taps.
+inline int32_t pool_divisor(const QuantPoolParams& p, const PoolOptions& o, Shape4 in_shape, int32_t iy0,
+                            int32_t ix0, int32_t count) {
+  if (o.divisor_override > 0) return o.divisor_override;
+  if (!o.count_include_pad) return count > 0 ? count : 1;
+  const int32_t y1 = iy0 + p.kernel_h < in_shape.h + o.pad_bottom ? iy0 + p.kernel_h : in_shape.h + o.pad_bottom;
+  const int32_t x1 = ix0 + p.kernel_w < in_shape.w + o.pad_right ? ix0 + p.kernel_w : in_shape.w + o.pad_right;
+  const int32_t d = (y1 - iy0) * (x1 - ix0);
+  return d > 0 ? d : 1;
+}
+
+/// Adaptive average pooling (PyTorch's windows: rows [floor(i H / OH),
+/// ceil((i + 1) H / OH)), columns likewise), each averaged as avg_pool2d_s8
+/// (all taps in bounds), clamped to [act_min, act_max]. Shared quantization.
+void adaptive_avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
+                            int32_t act_min, int32_t act_max);
+
+/// TFLite's int8 TRANSPOSE_CONV (reference_integer_ops::TransposeConv):
+/// output pixel (oy, ox) sums (x[iy][ix] + input_offset) * w[oc][ky][kx]
+/// over the taps with oy = iy * stride_h - pad_top + ky, ox likewise;
+/// out = clamp(requantize(bias[oc] + sum, multiplier[oc], shift[oc]) +
+/// output_offset). w: [out_c][kh][kw][in_c]; bias may be null; dilation 1.
+void transpose_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                         int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
+                         const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p);
+
+/// TFLite's ResizeBilinearInteger (double rounding) on int8 values: the four
+/// neighbours' raw values weighted in 1/1024 units of the source position
+/// (scale rounded to 1/1024; half_pixel_centers: TFLite's offsets), the
+/// sum divided by 2^20 rounding half away from zero. Shared quantization.
+void resize_bilinear_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape, bool align_corners,
+                        bool half_pixel_centers);
 
 /// TFLite/CMSIS-NN int8 softmax over rows of `row_size` (output scale 1/256,
 /// zero point -128): fixed-point exp of (x - row max) scaled by

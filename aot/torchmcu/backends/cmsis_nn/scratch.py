@@ -73,6 +73,12 @@ class _Conv:
         return (self.in_h == 1 and self.dil_w == 1 and self.f_h == 1
                 and _cmod(self.stride_w * self.in_c, 4) == 0 and self.in_c == self.f_c)
 
+    def uneven_1_x_n(self) -> bool:
+        """Padded other than TFLite's way (left = total / 2): a causal
+        convolution, say, which MVE's 1xN kernel refuses."""
+        total = (self.out_w - 1) * self.stride_w + self.f_w - self.in_w
+        return self.pad_w * 2 + _cmod(total, 2) != total
+
 
 def _convolve_s8(isa: str, c: _Conv) -> int:
     """arm_convolve_s8_get_buffer_size{,_mve}: im2col columns."""
@@ -106,6 +112,8 @@ def _convolve_wrapper(isa: str, c: _Conv) -> int:
         # the strided 1x1 kernel needs none.
         return 0
     if c.is_1_x_n():
+        if c.uneven_1_x_n():  # the kernel calls arm_convolve_s8 (firmware/kernels/cmsis_nn/conv_s8.cc)
+            return _convolve_s8(isa, c)
         return _convolve_1_x_n_mve(c) if isa == "mve" else _convolve_s8(isa, c)
     return _convolve_s8(isa, c)
 
@@ -164,6 +172,30 @@ def _depthwise_wrapper_s4(isa: str, x: Dims, w: Dims, y: Dims, p: Mapping[str, A
     return 4 * CH_IN_BLOCK_MVE * kw * kh if isa == "mve" else in_c * kw * kh * 2
 
 
+REVERSE_TCOL_EFFICIENT_THRESHOLD = 16  # Include/arm_nnsupportfunctions.h
+
+
+def _transpose_conv(isa: str, x: Dims, w: Dims, y: Dims, p: Mapping[str, Any]) -> int:
+    """arm_transpose_conv_s8_get_buffer_size{,_mve} (4-aligned, or what the
+    scatter kernel indexes when more) plus
+    arm_transpose_conv_s8_get_reverse_conv_buffer_size: the scratch operand
+    of firmware/kernels/cmsis_nn/transpose_conv_s8.cc. 0 for the shapes it
+    leaves to the portable kernel."""
+    n, h, wd, c = (int(d) for d in x)
+    f_n, kh, kw, f_c = (int(d) for d in w)
+    out_h, out_w, out_c = int(y[1]), int(y[2]), int(y[3])
+    sh, sw = int(p.get("stride_h", 1)), int(p.get("stride_w", 1))
+    pt, pl = int(p.get("pad_top", 0)), int(p.get("pad_left", 0))
+    if pt >= kh or pl >= kw or out_h + pt > (h - 1) * sh + kh or out_w + pl > (wd - 1) * sw + kw:
+        return 0
+    if sh <= 2 and sw <= 2 and c > REVERSE_TCOL_EFFICIENT_THRESHOLD:  # a convolution of the upscaled input
+        conv = _Conv((n, h * sh, wd * sw, c), (f_n, kh, kw, f_c), y, {})
+        return (_convolve_s8(isa, conv) + 3) // 4 * 4 + c * kw * kh * f_n
+    asked = ((wd - 1) * sw + max(kw, sh)) * out_c * max(kh, sh) * 4
+    used = ((wd - 1) * sw + max(kw, sw)) * out_c * max(kh, sh) * 4
+    return (max(asked, used) + 3) // 4 * 4
+
+
 def buffer_size(code: str, isa: str, x_dims: Dims, w_dims: Dims | None, y_dims: Dims,
                 params: Mapping[str, Any] | None = None) -> int:
     """What CMSIS-NN's get_buffer_size function for this op returns on `isa`
@@ -188,6 +220,9 @@ def buffer_size(code: str, isa: str, x_dims: Dims, w_dims: Dims | None, y_dims: 
     if code == "DEPTHWISE_CONV2D_S4":
         assert w_dims is not None
         return _depthwise_wrapper_s4(isa, x_dims, w_dims, y_dims, p)
+    if code == "TRANSPOSE_CONV2D_S8":
+        assert w_dims is not None
+        return _transpose_conv(isa, x_dims, w_dims, y_dims, p)
     return 0  # LINEAR_S4: arm_fully_connected_s4 needs none
 
 
@@ -220,6 +255,6 @@ def scratch_bytes(code: str, x_dims: Dims, w_dims: Dims | None, y_dims: Dims,
     if code in ("CONV2D_S16", "DEPTHWISE_CONV2D_S16"):
         assert w_dims is not None
         return scratch_bytes_s16(code, x_dims, w_dims)
-    if code not in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "CONV2D_S4", "DEPTHWISE_CONV2D_S4"):
+    if code not in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "CONV2D_S4", "DEPTHWISE_CONV2D_S4", "TRANSPOSE_CONV2D_S8"):
         return 0
     return max(buffer_size(code, isa, x_dims, w_dims, y_dims, params) for isa in ISAS)

@@ -257,6 +257,8 @@ class _Builder:
         w = w_t.const
         assert w is not None and b_t.const is not None and m_t.const is not None and s_t.const is not None
         kh, kw = w.shape[1], w.shape[2]
+        if not depthwise and w.shape[3] != dims[3]:
+            self.fail("grouped convolution: TOSA's CONV2D has one group")
         stride, dil = (p["stride_h"], p["stride_w"]), (p["dilation_h"], p["dilation_w"])
         x, dims, pad = self.window(x, dims, y_t.dims, (kh, kw), stride, dil, (p["pad_top"], p["pad_left"]))
         zp_in = -int(p["input_offset"])
@@ -325,6 +327,8 @@ class _Builder:
         rows, cols = (oh - 1) * sh + kh, (ow - 1) * sw + kw
         if p["pad_top"] or p["pad_left"] or rows > h or cols > w:
             self.fail("padded average pool: the divisor changes at the borders, no single exact RESCALE")
+        if p.get("divisor_override"):
+            self.fail("divisor_override: the RESCALE divides by the window")
         x, _ = self.crop(self.value(op.inputs[0]), x_t.dims, rows, cols)
         if (oh, ow) == (1, 1):  # one window: any stride reads the same taps; 1 suits the NPU
             sh = sw = 1
@@ -340,6 +344,8 @@ class _Builder:
         p = op.params[1] if op.params else {}
         x_t, y_t = self.pg.tensors[op.inputs[0]], self.pg.tensors[op.outputs[0]]
         kernel, stride = (p["kernel_h"], p["kernel_w"]), (p["stride_h"], p["stride_w"])
+        if p.get("dilation_h", 1) != 1 or p.get("dilation_w", 1) != 1:
+            self.fail("dilated max pool: TOSA's MAX_POOL2D has no dilation")
         x, _, pad = self.window(self.value(op.inputs[0]), x_t.dims, y_t.dims, kernel, stride, (1, 1),
                                    (p["pad_top"], p["pad_left"]))
         if pad[0] >= kernel[0] or pad[1] >= kernel[0] or pad[2] >= kernel[1] or pad[3] >= kernel[1]:

@@ -107,6 +107,8 @@ def _conv_shape_reason(pg: PGraph, op: POp) -> str | None:
         return "batch > 1 (nnlib convolves one image per call)"
     if p.get("dilation_h", 1) != 1 or p.get("dilation_w", 1) != 1:
         return "dilation is not modelled"
+    if op.code == "CONV2D_S8" and pg.tensors[op.inputs[1]].dims[3] != pg.tensors[op.inputs[0]].dims[3]:
+        return "grouped convolution (the delegate calls nnlib with one group)"
     return None
 
 

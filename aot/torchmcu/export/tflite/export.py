@@ -23,6 +23,9 @@ the builtin operator with the same integer arithmetic:
     PERMUTE, CONCAT, COPY        TRANSPOSE, CONCATENATION, RESHAPE
     PAD                  PAD where the value is the zero point (int8) or 0 (float), else PADV2
     aliases (flatten, reshape: a second tensor over the same bytes)   RESHAPE
+    TRANSPOSE_CONV2D_S8  TRANSPOSE_CONV (VALID or SAME, else VALID into a larger result and SLICE)
+    RESIZE_NEAREST, RESIZE_BILINEAR_S8   RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR
+    CONV2D_S8 grouped    SPLIT, one CONV_2D per group, CONCATENATION
 
 Fused activation ranges become TFLite's fused activations when
 CalculateActivationRangeQuantized gives the same bounds, else MAXIMUM/MINIMUM
@@ -63,7 +66,7 @@ class _Exporter(ConvOps, PoolResizeOps, ElementwiseOps, ReduceOps, ShapeViewsOps
 
 _SCRATCH_AFTER = {"CONV2D_S8": 5, "DEPTHWISE_CONV2D_S8": 5, "LINEAR_S8": 5, "CONV2D_S16": 5,
                   "DEPTHWISE_CONV2D_S16": 5, "LINEAR_S16": 5, "CONV2D_S4": 5, "DEPTHWISE_CONV2D_S4": 5,
-                  "LINEAR_S4": 5}
+                  "LINEAR_S4": 5, "TRANSPOSE_CONV2D_S8": 5, "TRANSPOSE_CONV2D_S16": 5}
 
 
 def _operands(op: dict) -> list[int]:

@@ -27,6 +27,9 @@ class ConvOps(ExporterBase):
             raise ExportError(f"{P.describe(index)}: grouped convolution (groups {p['groups']}) has no TFLite "
                               "CONV_2D form that TFLite Micro runs")
         if not depthwise and w.shape[3] != x_dims[3]:
+            if quant and x_dims[3] % w.shape[3] == 0:
+                self._grouped_conv(index, op, p, ins, out, x_dims[3] // w.shape[3])
+                return
             raise ExportError(f"{P.describe(index)}: weight input channels {w.shape[3]} != {x_dims[3]}")
         padding, pads = self.padding(x_dims[1:3], (kh, kw), (p["stride_h"], p["stride_w"]),
                                      (p["dilation_h"], p["dilation_w"]), (p["pad_top"], p["pad_left"]),
@@ -58,6 +61,96 @@ class ConvOps(ExporterBase):
         opcode = "DEPTHWISE_CONV_2D" if depthwise else "CONV_2D"
         self.with_clamp(lambda o: self.w.add_op(opcode, [x, wq, -1 if bias is None else bias], [o], opts),
                         out, bounds, dtype)
+    def _grouped_conv(self, index, op, p, ins, out, groups: int) -> None:
+        """A grouped integer convolution as TFLite Micro runs it: SPLIT along
+        the channels, one CONV_2D per group (its slice of the weights, bias
+        and scales), CONCATENATION. Each output channel's arithmetic is the
+        grouped kernel's."""
+        P = self.p
+        xt, wt, bt = op["inputs"][:3]
+        w, wide = P.const(wt), op["code"].endswith("_S16")
+        s_in, _ = P.qparams(xt)
+        s_w = weight_scales(P, index)
+        per = w.shape[0] // groups
+        dtype = "int16" if wide else "int8"
+        parts = [self.like(ins[0], f"group{g}") for g in range(groups)]
+        for g, part in enumerate(parts):  # the groups' input shapes: channels / groups
+            self.w._tensors[part]["shape"] = [*self.w._tensors[ins[0]]["shape"][:3], w.shape[3]]
+        self.w.add_op("SPLIT", [self.int_vector("axis", [3]), ins[0]], parts, dict(num_splits=groups))
+        x_dims, o_dims = P.tensors[xt]["dims"], P.tensors[op["outputs"][0]]["dims"]
+        padding, pads = self.padding(x_dims[1:3], w.shape[1:3], (p["stride_h"], p["stride_w"]),
+                                     (p["dilation_h"], p["dilation_w"]), (p["pad_top"], p["pad_left"]), o_dims[1:3])
+        act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
+        opts = dict(padding=padding, stride_h=p["stride_h"], stride_w=p["stride_w"],
+                    dilation_h_factor=p["dilation_h"], dilation_w_factor=p["dilation_w"], fused_activation_function=act)
+        outs = []
+        name = P.tensors[wt]["name"]
+        for g, part in enumerate(parts):
+            sl = slice(g * per, (g + 1) * per)
+            wq = self.const_tensor(f"{name}_g{g}", w[sl], "int8", s_w[sl], [0] * per, 0)
+            b = -1
+            if bt >= 0:
+                bias = P.const(bt)[sl].astype(np.int64 if wide else np.int32)
+                b = self.const_tensor(f"{name}_bias_g{g}", bias, "int64" if wide else "int32",
+                                      _f32(s_in) * s_w[sl].astype(np.float64), [0] * per, 0)
+            y = self.like(out, f"group{g}")
+            self.w._tensors[y]["shape"] = [*o_dims[:3], per]
+            x = part if pads is None else self.pad(part, pads)
+            self.w.add_op("CONV_2D", [x, wq, b], [y], opts)
+            outs.append(y)
+        self.with_clamp(lambda o: self.w.add_op("CONCATENATION", outs, [o], dict(axis=3, fused_activation_function="NONE")),
+                        out, bounds, dtype)
+    def _transpose_conv(self, index, op, p, ins, out, kind: str) -> None:
+        """TRANSPOSE_CONV, which derives its padding from the output's size:
+        VALID (none) or SAME where that gives the program's; otherwise a
+        VALID result pad_top / pad_left larger, then a SLICE."""
+        P = self.p
+        xt, wt = op["inputs"][:2]
+        bt = op["inputs"][2] if len(op["inputs"]) > 2 else -1
+        o_dims = list(P.tensors[op["outputs"][0]]["dims"])
+        w = P.const(wt)
+        k, st, pad = w.shape[1:3], (p["stride_h"], p["stride_w"]), (p["pad_top"], p["pad_left"])
+        same = [max(((o + s - 1) // s - 1) * s + kk - o, 0) // 2 for o, kk, s in zip(o_dims[1:3], k, st)]
+        padding, full = ("VALID", o_dims) if pad == (0, 0) else ("SAME", o_dims) if list(pad) == same else \
+            ("VALID", [o_dims[0], o_dims[1] + pad[0], o_dims[2] + pad[1], o_dims[3]])
+        if kind == "f32":
+            wq = self.const_tensor(P.tensors[wt]["name"], w, "float32")
+            bias = -1 if bt < 0 else self.const_tensor(P.tensors[bt]["name"], P.const(bt), "float32")
+            # TFLite Micro reads a float TRANSPOSE_CONV's activation from the wrong
+            # params struct: none fused, a clamp after.
+            act, bounds, dtype = "NONE", self._float_bounds(p), "float32"
+        else:
+            s_in, _ = P.qparams(xt)
+            s_w = weight_scales(P, index)
+            wq = self.weights(wt, w, s_w, 0)
+            wide = kind == "s16"
+            bias = -1 if bt < 0 else self.const_tensor(P.tensors[bt]["name"], P.const(bt).astype(
+                np.int64 if wide else np.int32), "int64" if wide else "int32", _f32(s_in) * s_w.astype(np.float64),
+                [0] * len(s_w), 0)
+            act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
+            dtype = "int16" if wide else "int8"
+
+        def emit(target: int) -> None:
+            y = target
+            if full != o_dims:
+                y = self.like(target, "uncropped")
+                self.w._tensors[y]["shape"] = full
+            self.w.add_op("TRANSPOSE_CONV", [self.int_vector("output_shape", full), wq, ins[0], bias], [y],
+                          dict(padding=padding, stride_h=st[0], stride_w=st[1], fused_activation_function=act))
+            if full != o_dims:
+                self.w.add_op("SLICE", [y, self.int_vector("begin", [0, pad[0], pad[1], 0]),
+                                        self.int_vector("size", o_dims)], [target])
+        self.with_clamp(emit, out, bounds, dtype)
+    @staticmethod
+    def _float_bounds(p: dict) -> tuple:
+        lo, hi = float(p.get("act_min", -math.inf)), float(p.get("act_max", math.inf))
+        return () if (lo, hi) == (-math.inf, math.inf) else (lo, hi)
+    def op_transpose_conv2d_s8(self, index, op, p, ins, out):
+        self._transpose_conv(index, op, p, ins, out, "s8")
+    def op_transpose_conv2d_s16(self, index, op, p, ins, out):
+        self._transpose_conv(index, op, p, ins, out, "s16")
+    def op_transpose_conv2d_f32(self, index, op, p, ins, out):
+        self._transpose_conv(index, op, p, ins, out, "f32")
     def op_conv2d_s8(self, index, op, p, ins, out):
         self._conv(index, op, p, ins, out, depthwise=False, quant=True)
     def op_depthwise_conv2d_s8(self, index, op, p, ins, out):
@@ -137,19 +230,23 @@ class PoolResizeOps(ExporterBase):
         if p.get("divisor_override"):
             raise ExportError(f"{P.describe(index)}: divisor_override has no TFLite form")
         k, s = (p["kernel_h"], p["kernel_w"]), (p["stride_h"], p["stride_w"])
-        padding, pads = self.padding(x_dims[1:3], k, s, (1, 1), (p["pad_top"], p["pad_left"]), o_dims[1:3])
+        pad = (p["pad_top"], p["pad_left"])
+        include = opcode == "AVERAGE_POOL_2D" and p.get("count_include_pad", not quant) and pad != (0, 0)
         x = ins[0]
-        if pads is not None:
-            if opcode == "MAX_POOL_2D":  # padded taps never win: the lowest value
-                x = self.pad(x, pads, (-32768 if self._int_dtype(op) == "int16" else -128) if quant else -np.inf)
-            elif not quant and p.get("count_include_pad", True):
-                x = self.pad(x, pads)  # zeros that count, as PyTorch's count_include_pad
-            else:
-                raise ExportError(f"{P.describe(index)}: average pooling with padding {pads} that TFLite's "
-                                  "SAME/VALID cannot express (TFLite divides by the in-bounds taps)")
-        elif padding == "SAME" and not quant and opcode == "AVERAGE_POOL_2D" and p.get("count_include_pad", True) \
-                and (p["pad_top"] or p["pad_left"]):
-            raise ExportError(f"{P.describe(index)}: count_include_pad average pooling with padding")
+        if include:  # PyTorch's divisor counts the padding: pad (zeros, the zero point), then VALID
+            pads = [(pp, (o - 1) * ss + kk - i - pp) for i, o, kk, ss, pp in zip(x_dims[1:3], o_dims[1:3], k, s, pad)]
+            if any(after > pp or after < 0 for pp, after in pads):
+                raise ExportError(f"{P.describe(index)}: count_include_pad average pooling with ceil_mode windows "
+                                  "(PyTorch clips their divisor at the padding) has no TFLite form")
+            padding, x = "VALID", self.pad(x, pads)
+        else:
+            padding, pads = self.padding(x_dims[1:3], k, s, (1, 1), pad, o_dims[1:3])
+            if pads is not None:
+                if opcode == "MAX_POOL_2D":  # padded taps never win: the lowest value
+                    x = self.pad(x, pads, (-32768 if self._int_dtype(op) == "int16" else -128) if quant else -np.inf)
+                else:
+                    raise ExportError(f"{P.describe(index)}: average pooling with padding {pads} that TFLite's "
+                                      "SAME/VALID cannot express (TFLite divides by the in-bounds taps)")
         if quant:
             act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
         else:
@@ -168,6 +265,20 @@ class PoolResizeOps(ExporterBase):
         self._pool(index, op, p, ins, out, "MAX_POOL_2D", False)
     def op_avg_pool2d_f32(self, index, op, p, ins, out):
         self._pool(index, op, p, ins, out, "AVERAGE_POOL_2D", False)
+    def _resize(self, op, p, ins, out, opcode) -> None:
+        dims = self.p.tensors[op["outputs"][0]]["dims"]
+        self.w.add_op(opcode, [ins[0], self.int_vector("size", dims[1:3])], [out],
+                      dict(align_corners=bool(p.get("align_corners")),
+                           half_pixel_centers=bool(p.get("half_pixel_centers"))))
+    def op_resize_nearest(self, index, op, p, ins, out):  # F32, I8 and I16: the same gather
+        self._resize(op, p, ins, out, "RESIZE_NEAREST_NEIGHBOR")
+    def op_resize_bilinear_s8(self, index, op, p, ins, out):
+        self._resize(op, p, ins, out, "RESIZE_BILINEAR")
+    def op_resize_bilinear_f32(self, index, op, p, ins, out):
+        self._resize(op, p, ins, out, "RESIZE_BILINEAR")
+    def op_resize_bilinear_s16(self, index, op, p, ins, out):
+        raise ExportError(f"{self.p.describe(index)}: TFLite Micro has no int16 RESIZE_BILINEAR, and TFLite's "
+                          "positions in 1/1024 (which the int8 op keeps) are not this op's exact ones")
 
 
 class ElementwiseOps(ExporterBase):

@@ -119,7 +119,8 @@ def verify_derived(pte: bytes) -> list[str]:
         params = op["params"][1] if op["params"] else {}
         ins, out = op["inputs"], op["outputs"][0]
         if code in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "LINEAR_S8", "CONV2D_S16", "DEPTHWISE_CONV2D_S16",
-                    "LINEAR_S16", "CONV2D_S4", "DEPTHWISE_CONV2D_S4", "LINEAR_S4"):
+                    "LINEAR_S16", "CONV2D_S4", "DEPTHWISE_CONV2D_S4", "LINEAR_S4", "TRANSPOSE_CONV2D_S8",
+                    "TRANSPOSE_CONV2D_S16"):
             s_in, zp_in = p.qparams(ins[0])
             s_out, zp_out = p.qparams(out)
             m, s = ref.conv_requant(s_in, weight_scales(p, i), s_out)
@@ -153,7 +154,8 @@ def verify_derived(pte: bytes) -> list[str]:
             if diff:
                 problems.append(f"{p.describe(i)}: parameters differ from TFLite's: {diff}")
         elif code in ("MAX_POOL2D_S8", "AVG_POOL2D_S8", "CLAMP_S8", "CONCAT", "PERMUTE", "COPY", "PAD",
-                      "MAXIMUM_S8", "MINIMUM_S8", "MAX_POOL2D_S16", "AVG_POOL2D_S16"):
+                      "MAXIMUM_S8", "MINIMUM_S8", "MAX_POOL2D_S16", "AVG_POOL2D_S16", "RESIZE_NEAREST",
+                      "RESIZE_BILINEAR_S8", "RESIZE_BILINEAR_S16", "ADAPTIVE_AVG_POOL2D_S8", "ADAPTIVE_AVG_POOL2D_S16"):
             if p.tensors[out]["dtype"] in ("I8", "I16"):
                 for t in ins:
                     if t >= 0 and p.qparams(t) != p.qparams(out):

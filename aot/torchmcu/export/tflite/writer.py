@@ -65,6 +65,12 @@ _OPTIONS = {
     "TANH": None,
     "RELU": None,
     "RELU6": None,
+    # conv + pool/resize
+    "TRANSPOSE_CONV": "TransposeConvOptions",
+    "RESIZE_BILINEAR": "ResizeBilinearOptions",
+    "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions",
+    "SLICE": None,
+    "SPLIT": "SplitOptions",
 }
 
 # Fields holding enums, by the enum class that names their values.

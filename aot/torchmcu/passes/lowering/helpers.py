@@ -60,3 +60,46 @@ def bias_q64(b: np.ndarray | None, s_in: float, s_w: np.ndarray, cout: int) -> n
         return np.zeros(cout, np.int64)
     q = np.round(b.astype(np.float64) / (s_in * s_w.astype(np.float64)))
     return np.clip(q, -(2 ** 47), 2 ** 47 - 1).astype(np.int64)
+
+
+# -- spatial ops on 4-D (NCHW) and 3-D (NCL) activations ------------------------------------
+# A 3-D activation [N, C, L] is the 2-D case with H = 1: laid out [N, L, C]
+# (perm NCL), it is the same bytes as NHWC [N, 1, L, C], so every 2-D kernel
+# serves the 1-D op and chains of 1-D ops move no data.
+
+NCL = (0, 2, 1)
+
+
+def spatial_hw(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(H, W) of a 4-D shape, (1, L) of a 3-D one."""
+    return (shape[2], shape[3]) if len(shape) == 4 else (1, shape[2])
+
+
+def nhwc_in(lay, v: int, node) -> int:
+    """Activation v as an NHWC tensor (4-D dims)."""
+    shape = lay.g.shapes[v]
+    if len(shape) == 3:
+        return lay.alias(lay.get(v, NCL, node), (shape[0], 1, shape[2], shape[1]))
+    return lay.get(v, NHWC, node)
+
+
+def nhwc_out(lay, node, like: int | None = None) -> int:
+    """The node's output as a new NHWC tensor (4-D dims), recorded as the
+    value's layout (NHWC, or NCL for a 3-D value)."""
+    shape = lay.g.shapes[node.out]
+    if len(shape) == 3:
+        out = lay.activation(node.name, (shape[0], 1, shape[2], shape[1]), like=like)
+        lay.val[node.out] = (lay.alias(out, (shape[0], shape[2], shape[1])), NCL)
+    else:
+        out = lay.activation(node.name, tuple(shape[d] for d in NHWC), like=like)
+        lay.val[node.out] = (out, NHWC)
+    return out
+
+
+def window_padded(size: int, out: int, k: int, stride: int, before: int, dilation: int) -> bool:
+    """check::window_padded of firmware/kernels/check.h: the padding after the
+    input that out windows reach is at most max(before, reach - 1) and more
+    than -stride."""
+    reach = dilation * (k - 1) + 1
+    after = (out - 1) * stride + reach - size - before
+    return size >= 1 and out >= 1 and before >= 0 and -stride < after <= max(before, reach - 1)

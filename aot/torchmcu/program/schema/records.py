@@ -73,6 +73,17 @@ ARGS: dict[str, tuple[str, str | None]] = {
     "AVG_POOL2D_S16": ("QuantPool2dArgs", "QuantPool2dParams"),
     "SOFTMAX_S16": ("QuantSoftmaxArgs", "QuantSoftmaxParams"),
     "REQUANTIZE": ("RequantizeArgs", None),
+    # conv + pool/resize (60..)
+    "TRANSPOSE_CONV2D_F32": ("Conv2dArgs", "Conv2dParams"),
+    "TRANSPOSE_CONV2D_S8": ("QuantConv2dArgs", "QuantConv2dParams"),
+    "TRANSPOSE_CONV2D_S16": ("QuantConv2dArgs", "QuantConv2dParams"),
+    "RESIZE_NEAREST": ("ResizeArgs", "ResizeParams"),
+    "RESIZE_BILINEAR_F32": ("ResizeArgs", "ResizeParams"),
+    "RESIZE_BILINEAR_S8": ("ResizeArgs", "ResizeParams"),
+    "RESIZE_BILINEAR_S16": ("ResizeArgs", "ResizeParams"),
+    "ADAPTIVE_AVG_POOL2D_F32": ("AdaptivePool2dArgs", "Pool2dParams"),
+    "ADAPTIVE_AVG_POOL2D_S8": ("QuantAdaptivePool2dArgs", "QuantPool2dParams"),
+    "ADAPTIVE_AVG_POOL2D_S16": ("QuantAdaptivePool2dArgs", "QuantPool2dParams"),
 }  # SIGMOID_F32, TANH_F32, HARDSWISH_F32, COPY, LUT_S8: no arguments
 
 
@@ -178,6 +189,7 @@ SHAPES: dict[str, Shapes] = {
     "ClampArgs": lambda ins, outs: {}, "QuantClampArgs": lambda ins, outs: {},
     "EthosUArgs": lambda ins, outs: {},
     "RequantizeArgs": _requantize,
+    "ResizeArgs": _nhwc("x", "y"), "AdaptivePool2dArgs": _nhwc("x", "y"), "QuantAdaptivePool2dArgs": _nhwc("x", "y"),
 }
 
 
