@@ -23,7 +23,7 @@ from .backends import Backend, CompileContext
 from .boards import BOARDS_DIR, Board, load_board
 from .builder.kernel_table import kernel_table_source
 from .errors import CompileError
-from .frontend.capture import capture
+from .frontend.capture import capture, check_inputs, to_eval
 from .ir import PGraph
 from .passes import lower, to_program_graph
 from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, plan
@@ -164,8 +164,11 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not isinstance(example_inputs, (tuple, list)):
-        example_inputs = (example_inputs,)  # one input; capture() checks it is a tensor
+        example_inputs = (example_inputs,)  # one input
     example_inputs = tuple(example_inputs)
+    check_inputs(example_inputs)  # before quantization: the same error at every precision
+    user_model = model  # its submodules name the nodes in errors
+    model = to_eval(model)
 
     chosen = None  # precision.PrecisionPlan, when precision is a budget
     if quant in ("int8", "int4", "a16w8"):
@@ -180,7 +183,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             model = quantize(model, example_inputs, calibration, progress=progress,
                              weights="int8" if quant == "a16w8" else quant,
                              activations="int16" if quant == "a16w8" else "int8", precision=precision)
-    ep = capture(model, example_inputs)
+    ep = capture(model, example_inputs, modules=user_model)
     graph = lower(ep, io)
     active = backends.select(board, backend_names)
     pg = to_program_graph(graph, scratch=lambda *op: max(b.scratch_bytes(*op) for b in active))

@@ -113,6 +113,8 @@ SHARED = {
     aten.permute.default, aten.transpose.int, aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default,
     aten.unsqueeze.default, aten.dropout.default, aten.clone.default, aten.contiguous.default,
     aten.pad.default, aten.constant_pad_nd.default,
+    # views (capture's split / chunk / unbind are slices)
+    aten.slice.Tensor, aten.select.int, aten.narrow.default, aten.expand.default, aten.unflatten.int,
 }
 # Two inputs and the output at one quantization (int8 max/min of the raw values).
 SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
@@ -312,10 +314,13 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     _quiet_torchao()
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+    from .capture import check_inputs, export, to_eval
+
+    check_inputs(example_inputs)
     samples = calibration_samples(calibration, example_inputs) if calibration is not None else [example_inputs]
     if not samples:
         raise TorchMCUError("the calibration set is empty")
-    gm = torch.export.export(model.eval(), example_inputs, strict=False).module()
+    gm = export(to_eval(model), example_inputs).module()  # functional ATen, as capture gives the float path
     prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights, activations=activations, precision=precision))
     t0 = time.monotonic()
     with torch.no_grad():

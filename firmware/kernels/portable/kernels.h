@@ -59,6 +59,8 @@ extern const Kernel kMaxPool2dS16;
 extern const Kernel kAvgPool2dS16;
 extern const Kernel kSoftmaxS16;
 extern const Kernel kRequantize;
+// capture / views / shape (slice.cc)
+extern const Kernel kSlice;
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -65,6 +65,8 @@ _OPTIONS = {
     "TANH": None,
     "RELU": None,
     "RELU6": None,
+    "STRIDED_SLICE": "StridedSliceOptions",
+    "BROADCAST_TO": None,
 }
 
 # Fields holding enums, by the enum class that names their values.

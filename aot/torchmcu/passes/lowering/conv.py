@@ -1,7 +1,8 @@
 """Convolution, fully connected and matrix products.
 
-ATen: conv2d, linear, batch_norm (folded into the conv or linear before it
-by fusion.fold_batch_norm, else a per-channel multiply-add), mm / bmm /
+ATen: conv2d, linear, batch_norm (also as _native_batch_norm_legit_no_training,
+which capture's functionalization makes of it; folded into the conv or linear
+before it by fusion.fold_batch_norm, else a per-channel multiply-add), mm / bmm /
 matmul (an activation times a 2-D parameter is a linear layer).
 Program ops: CONV2D / DEPTHWISE_CONV2D / LINEAR at F32, S8, S4 (W4A8) and
 S16 (a16w8); BATCH_MATMUL at F32 and S8. Reference twin: reference/conv.py.
@@ -62,7 +63,14 @@ def batch_norm(cv, x, weight, bias, mean, var, training=False, momentum=0.1, eps
     c = cv.shape(x)[1]
     weight = np.ones(c, np.float32) if weight is None else weight
     bias = np.zeros(c, np.float32) if bias is None else bias
-    return cv.emit("batch_norm", [cv.act(x), weight, bias, mean, var], dict(eps=float(eps)))
+    return cv.emit("batch_norm", [cv.act(x), weight, bias, mean, var], dict(eps=float(eps)), shape=cv.shape(x))
+
+
+@F.rule(aten._native_batch_norm_legit_no_training.default)
+def batch_norm_legit(cv, x, weight, bias, mean, var, momentum=0.1, eps=1e-5):
+    """batch_norm as functionalization leaves it: (output, saved mean, saved
+    rstd), of which the graph reads only the output (operator.getitem 0)."""
+    return batch_norm(cv, x, weight, bias, mean, var, False, momentum, eps), None, None
 
 
 @F.rule(aten.bmm.default, aten.mm.default, aten.matmul.default)

@@ -73,6 +73,8 @@ ARGS: dict[str, tuple[str, str | None]] = {
     "AVG_POOL2D_S16": ("QuantPool2dArgs", "QuantPool2dParams"),
     "SOFTMAX_S16": ("QuantSoftmaxArgs", "QuantSoftmaxParams"),
     "REQUANTIZE": ("RequantizeArgs", None),
+    # capture / views / shape
+    "SLICE": ("SliceArgs", "SliceParams"),
 }  # SIGMOID_F32, TANH_F32, HARDSWISH_F32, COPY, LUT_S8: no arguments
 
 
@@ -178,6 +180,7 @@ SHAPES: dict[str, Shapes] = {
     "ClampArgs": lambda ins, outs: {}, "QuantClampArgs": lambda ins, outs: {},
     "EthosUArgs": lambda ins, outs: {},
     "RequantizeArgs": _requantize,
+    "SliceArgs": _x_y,
 }
 
 
