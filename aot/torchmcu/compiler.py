@@ -112,7 +112,7 @@ def _tensor_meta(t: Any, name: str, ptensor: Any) -> dict[str, Any]:
 
 QUANT_SCHEMES = ("float32", "int8", "int4", "a16w8")  # int4: W4A8; a16w8: int16 activations (lower_s16.py)
 # Ops that carry data between dtypes or move bytes: not a float fallback.
-_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "QUANTIZE_S8", "DEQUANTIZE_S8", "QUANTIZE_S16", "REQUANTIZE",
+_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "SLICE", "QUANTIZE_S8", "DEQUANTIZE_S8", "QUANTIZE_S16", "REQUANTIZE",
                  "DEQUANTIZE_S16"}
 
 
@@ -275,10 +275,19 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     return Compiled(out, board, pg, mem, pte, report)
 
 
-# Float programs are checked against PyTorch within |a - b| <= atol + rtol * |b|,
-# atol scaled by the output's magnitude: the kernels sum in a different order
-# than PyTorch's, and expf/tanhf differ from PyTorch's by an ulp or two.
-FLOAT_TOLERANCE = {"rtol": 1e-5, "atol_scale": 1e-5}
+# Float programs are checked against the exported program run in float64 (b),
+# within |a - b| <= atol + rtol * |b| + pytorch_factor * max |pt32 - b|, atol
+# scaled by the output's magnitude (sim/runner.py expected and compare). The
+# first two terms are the floor: expf/tanhf differ from PyTorch's by an ulp
+# or two. The last scales with the computation: pt32 is PyTorch's own float32
+# result for the same sample, so max |pt32 - b| measures how much float32
+# rounding this model's depth, widths and magnitudes produce. The firmware
+# rounds as much, in another order (its sums run sequentially in a few
+# partial sums where PyTorch's are blocked and vectorized, whose error grows
+# more slowly with the length): a factor of 4 covers that (measured: mnasnet
+# 0.5's firmware is 2.6e-4 from PyTorch, PyTorch 1.3e-4 from float64), while a
+# wrong result is off by the outputs' own magnitude, far above.
+FLOAT_TOLERANCE = {"rtol": 1e-5, "atol_scale": 1e-5, "pytorch_factor": 4.0}
 
 
 def _warn_fallbacks(pg: PGraph) -> None:

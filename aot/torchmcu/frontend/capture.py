@@ -184,9 +184,16 @@ def to_eval(model: torch.nn.Module) -> torch.nn.Module:
     if isinstance(model, torch.fx.GraphModule):
         return model
     if model.training:
-        warnings.warn("torchmcu: the model is in training mode; compiling it in eval mode (model.eval(): "
-                      "dropout off, batch norm with its running statistics)", stacklevel=3)
+        # Said where it changes the result: layers that compute otherwise in training mode.
+        modal = sorted({type(m).__name__ for m in model.modules() if isinstance(m, _TRAIN_MODAL)})
+        if modal:
+            warnings.warn(f"torchmcu: the model is in training mode; compiling it in eval mode, as model.eval() "
+                          f"would (its {', '.join(modal)} layers compute otherwise in training mode)", stacklevel=3)
     return model.eval()
+
+
+# Layers whose output depends on the training flag.
+_TRAIN_MODAL = (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd)
 
 
 def export(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> torch.export.ExportedProgram:

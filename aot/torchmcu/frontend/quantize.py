@@ -217,7 +217,9 @@ def _make_quantizer_class():
                     a, b = n.args[0], n.args[1]
                     if not (_is_activation(a) and _is_activation(b)):
                         continue
-                    mark(n, {a: act, b: SharedQuantizationSpec((a, n))}, SharedQuantizationSpec((a, n)))
+                    # (the same node twice, minimum(x, x): one input entry, else it would share with itself)
+                    inputs = {a: act} if a is b else {a: act, b: SharedQuantizationSpec((a, n))}
+                    mark(n, inputs, SharedQuantizationSpec((a, n)))
                 elif n.target in CALIBRATED_UNARY and _is_activation(n.args[0]):
                     mark(n, {n.args[0]: act}, act)
                 elif n.target in SHARED and _is_activation(n.args[0]):

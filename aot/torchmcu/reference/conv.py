@@ -215,11 +215,16 @@ def _conv_s16(p: dict, out: dict) -> dict:
     return c
 
 
+def _bias(a):
+    """The float bias operand: absent as -1 (None) or left out of the operand list."""
+    return None if len(a) < 3 or a[2] is None else t(a[2])
+
+
 def _conv2d_f32(a, p, outs):
     import torch.nn.functional as F
 
     w = t(a[1]).permute(0, 3, 1, 2)
-    y = F.conv2d(nchw(a[0]), w, None if a[2] is None else t(a[2]), (p["stride_h"], p["stride_w"]),
+    y = F.conv2d(nchw(a[0]), w, _bias(a), (p["stride_h"], p["stride_w"]),
                  (p["pad_top"], p["pad_left"]), (p["dilation_h"], p["dilation_w"]), p["groups"])
     return nhwc(act(y, p))
 
@@ -229,7 +234,7 @@ def _depthwise_f32(a, p, outs):
 
     w = t(a[1]).permute(3, 0, 1, 2)  # [1, kh, kw, C*m] -> [C*m, 1, kh, kw]
     c = a[0].shape[3]
-    y = F.conv2d(nchw(a[0]), w, None if a[2] is None else t(a[2]), (p["stride_h"], p["stride_w"]),
+    y = F.conv2d(nchw(a[0]), w, _bias(a), (p["stride_h"], p["stride_w"]),
                  (p["pad_top"], p["pad_left"]), (p["dilation_h"], p["dilation_w"]), c)
     return nhwc(act(y, p))
 
@@ -237,7 +242,7 @@ def _depthwise_f32(a, p, outs):
 def _linear_f32(a, p, outs):
     import torch.nn.functional as F
 
-    return act(F.linear(t(a[0]), t(a[1]), None if a[2] is None else t(a[2])), p).numpy()
+    return act(F.linear(t(a[0]), t(a[1]), _bias(a)), p).numpy()
 
 
 OPS: dict[str, Callable[[list, dict, list], Any]] = {
