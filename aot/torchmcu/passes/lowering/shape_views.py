@@ -130,9 +130,10 @@ def expand(cv, x, size, implicit=False):
     target = [padded[k] if int(s) == -1 else int(s) for k, s in enumerate(size)]
     if any(p != t and p != 1 for p, t in zip(padded, target)):
         raise cv.fail(f"expand of {shape} to {target}: only dims of size 1 can grow")
-    if lead:
-        x = cv.emit("reshape", [x], shape=tuple(padded))
     steps = [0 if p != t else 1 for p, t in zip(padded, target)]
+    if lead:  # one node (new leading dims of size 1, then the broadcast): one shared op at int8
+        return cv.emit("slice", [x], dict(begin=(0,) * len(target), step=tuple(steps), lead=lead),
+                       shape=tuple(target))
     return _slice(cv, x, [0] * len(target), steps, target)
 
 
@@ -316,6 +317,10 @@ def _slice_op(lay, n: Node) -> None:
     x = n.inputs[0]
     tid, perm = lay.val[x]
     ins, outs = lay.g.shapes[x], list(lay.g.shapes[n.out])
+    lead = n.attrs.get("lead", 0)  # expand to more dims: the input with `lead` leading dims of size 1
+    if lead:
+        ins, perm = (1,) * lead + tuple(ins), tuple(range(lead)) + tuple(d + lead for d in perm)
+        tid = lay.alias(tid, (1,) * lead + lay.p.tensors[tid].dims)
     drop = n.attrs.get("drop")  # select: the slice's dim `drop` (of size 1) is then dropped
     if drop is not None:
         outs.insert(drop, 1)
