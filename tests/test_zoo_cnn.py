@@ -6,7 +6,7 @@ and float32 for the Cortex-M55 (mps3-an547) and the Cortex-M4
 reference at int8, within the float tolerance (runner.expected) at float32.
 Each test prints a line `zoo: ...` with the figures (instructions are QEMU
 -icount instructions, not cycles) and, at int8, the SQNR of the firmware's
-output against the float model's.
+output against the float model's, beside PyTorch's own int8 (q/dq) SQNR.
 
 Run with `pytest -m zoo tests/test_zoo_cnn.py -s`. Nothing here is an
 expected failure: a model that stops at an op prints which one.
@@ -122,9 +122,14 @@ def test_zoo_model(name: str, quant: str, board: str, zoo: Zoo, tmp_path: Path) 
         with torch.no_grad():
             ref = model(x).numpy()
         db = sqnr_db(res.outputs[0][0], ref)
-        print(f"\nzoo: {name} {quant} {board}: {figures}, SQNR vs float {db:.1f} dB")
-        # A sanity bound only (random weights: every layer's int8 noise adds up through the depth, so
-        # MobileNetV2 0.35 lands near 12 dB); the firmware itself is bit-exact with the reference above.
-        assert db > 6, f"{name}: int8 SQNR {db:.1f} dB against the float model"
+        # PyTorch's own int8 (the q/dq model) against the float model: what the quantization scheme
+        # loses on this random-weight network. Random networks amplify small perturbations through
+        # their depth, so the figure falls with depth (MobileNetV2 0.35 ~12 dB, MNASNet 0.5 ~4 dB); the
+        # firmware must lose no more than PyTorch's int8 does.
+        qdq = runner.reference(tmp_path, runner.split_samples(runner.load_meta(tmp_path), xs))[0][0]
+        db_torch = sqnr_db(qdq, ref)
+        print(f"\nzoo: {name} {quant} {board}: {figures}, SQNR vs float {db:.1f} dB "
+              f"(PyTorch's int8: {db_torch:.1f} dB)")
+        assert db > 0 and db >= db_torch - 1.0, f"{name}: int8 SQNR {db:.1f} dB, PyTorch's int8 {db_torch:.1f} dB"
     else:
         print(f"\nzoo: {name} {quant} {board}: {figures}, max |fw - float64| {worst:.3g}")
