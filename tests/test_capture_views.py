@@ -94,6 +94,28 @@ def test_decomposition_table_is_curated() -> None:
         assert made in DECOMPOSITIONS, made
 
 
+class Composites(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln, self.lstm, self.gru = nn.LayerNorm(8), nn.LSTM(8, 8, batch_first=True), nn.GRU(8, 8, batch_first=True)
+
+    def forward(self, x, img):
+        h = F.scaled_dot_product_attention(self.ln(x), x, x)
+        g = self.gru(self.lstm(h)[0])[0]
+        up = F.interpolate(img, scale_factor=2.0) + F.interpolate(img, scale_factor=2.0, mode="bilinear")
+        return F.gelu(g) + F.silu(g) + F.hardsigmoid(g) + F.hardswish(g) + F.leaky_relu(g), up
+
+
+def test_composites_the_families_lower_stay_whole() -> None:
+    from torchmcu.frontend.capture import export
+
+    ep = export(Composites().eval(), (torch.randn(1, 4, 8), torch.randn(1, 2, 4, 4)))
+    targets = {n.target for n in ep.graph.nodes if n.op == "call_function"}
+    assert {aten.layer_norm.default, aten.scaled_dot_product_attention.default, aten.lstm.input, aten.gru.input,
+            aten.upsample_nearest2d.vec, aten.upsample_bilinear2d.vec, aten.gelu.default, aten.silu.default,
+            aten.hardsigmoid.default, aten.hardswish.default, aten.leaky_relu.default} <= targets, targets
+
+
 # ---------------------------------------------------------------------------- view ops
 
 def _relu_all(ts):
