@@ -25,7 +25,7 @@ from .backends import Backend, CompileContext
 from .boards import BOARDS_DIR, Board, load_board
 from .builder.kernel_table import kernel_table_source
 from .errors import CompileError
-from .frontend.capture import capture, from_exported
+from .frontend.capture import capture, check_inputs, from_exported, to_eval
 from .ir import PGraph
 from .passes import IO_LAYOUTS, io_perm, lower, to_program_graph
 from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, plan
@@ -127,7 +127,7 @@ def _io_tensor(shape: tuple[int, ...], name: str, ptensor: Any, io_layout: str) 
 
 QUANT_SCHEMES = ("float32", "int8", "int4", "a16w8")  # int4: W4A8; a16w8: int16 activations (lower_s16.py)
 # Ops that carry data between dtypes or move bytes: not a float fallback.
-_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "RESIZE_NEAREST", "QUANTIZE_S8", "DEQUANTIZE_S8", "QUANTIZE_S16", "REQUANTIZE",
+_NOT_FALLBACK = {"PERMUTE", "CONCAT", "COPY", "PAD", "RESIZE_NEAREST", "SLICE", "QUANTIZE_S8", "DEQUANTIZE_S8", "QUANTIZE_S16", "REQUANTIZE",
                  "DEQUANTIZE_S16"}
 
 
@@ -198,8 +198,11 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not isinstance(example_inputs, (tuple, list)):
-        example_inputs = (example_inputs,)  # one input; capture() checks it is a tensor
+        example_inputs = (example_inputs,)  # one input
     example_inputs = tuple(example_inputs)
+    check_inputs(example_inputs)  # before quantization: the same error at every precision
+    user_model = model  # its submodules name the nodes in errors
+    model = to_eval(model)
 
     chosen = None  # precision.PrecisionPlan, when precision is a budget
     if quant in ("int8", "int4", "a16w8"):
@@ -214,7 +217,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             model = quantize(model, example_inputs, calibration, progress=progress,
                              weights="int8" if quant == "a16w8" else quant,
                              activations="int16" if quant == "a16w8" else "int8", precision=precision)
-    ep = capture(model, example_inputs)
+    ep = capture(model, example_inputs, modules=user_model)
     graph = lower(ep, io)
     active = backends.select(board, backend_names)
     pg = to_program_graph(graph, scratch=lambda *op: max(b.scratch_bytes(*op) for b in active), io_layout=io_layout)
@@ -324,10 +327,19 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     return Compiled(out, board, pg, mem, pte, report)
 
 
-# Float programs are checked against PyTorch within |a - b| <= atol + rtol * |b|,
-# atol scaled by the output's magnitude: the kernels sum in a different order
-# than PyTorch's, and expf/tanhf differ from PyTorch's by an ulp or two.
-FLOAT_TOLERANCE = {"rtol": 1e-5, "atol_scale": 1e-5}
+# Float programs are checked against the exported program run in float64 (b),
+# within |a - b| <= atol + rtol * |b| + pytorch_factor * max |pt32 - b|, atol
+# scaled by the output's magnitude (sim/runner.py expected and compare). The
+# first two terms are the floor: expf/tanhf differ from PyTorch's by an ulp
+# or two. The last scales with the computation: pt32 is PyTorch's own float32
+# result for the same sample, so max |pt32 - b| measures how much float32
+# rounding this model's depth, widths and magnitudes produce. The firmware
+# rounds as much, in another order (its sums run sequentially in a few
+# partial sums where PyTorch's are blocked and vectorized, whose error grows
+# more slowly with the length): a factor of 4 covers that (measured: mnasnet
+# 0.5's firmware is 2.6e-4 from PyTorch, PyTorch 1.3e-4 from float64), while a
+# wrong result is off by the outputs' own magnitude, far above.
+FLOAT_TOLERANCE = {"rtol": 1e-5, "atol_scale": 1e-5, "pytorch_factor": 4.0}
 
 
 def _warn_fallbacks(pg: PGraph) -> None:

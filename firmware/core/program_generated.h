@@ -82,6 +82,7 @@ enum class OpCode : uint16_t {
   AVG_POOL2D_S16 = 48,
   SOFTMAX_S16 = 49,
   REQUANTIZE = 50,
+<<<<<<< HEAD
   TRANSPOSE_CONV2D_F32 = 60,
   TRANSPOSE_CONV2D_S8 = 61,
   TRANSPOSE_CONV2D_S16 = 62,
@@ -94,6 +95,11 @@ enum class OpCode : uint16_t {
   ADAPTIVE_AVG_POOL2D_S16 = 69,
 };
 constexpr uint32_t kNumOpCode = 70;
+=======
+  SLICE = 51,
+};
+constexpr uint32_t kNumOpCode = 52;
+>>>>>>> h-a
 
 enum class OpParams : uint8_t {
   NONE = 0,
@@ -116,7 +122,11 @@ enum class OpParams : uint8_t {
   PadParams = 17,
   QuantBatchMatmulParams = 18,
   EthosUParams = 19,
+<<<<<<< HEAD
   ResizeParams = 20,
+=======
+  SliceParams = 20,
+>>>>>>> h-a
 };
 
 struct InitCopy {
@@ -640,6 +650,22 @@ struct EthosUArgs {
 };
 static_assert(sizeof(EthosUArgs) == 4 && alignof(EthosUArgs) == 4, "EthosUArgs: flatbuffers layout");
 static_assert(offsetof(EthosUArgs, partition) == 0, "EthosUArgs.partition");
+
+struct SliceArgs {
+  int32_t x[6];
+  int32_t y[6];
+  int32_t begin[6];
+  int32_t step[6];
+  int32_t begin_size;
+  int32_t step_size;
+};
+static_assert(sizeof(SliceArgs) == 104 && alignof(SliceArgs) == 4, "SliceArgs: flatbuffers layout");
+static_assert(offsetof(SliceArgs, x) == 0, "SliceArgs.x");
+static_assert(offsetof(SliceArgs, y) == 24, "SliceArgs.y");
+static_assert(offsetof(SliceArgs, begin) == 48, "SliceArgs.begin");
+static_assert(offsetof(SliceArgs, step) == 72, "SliceArgs.step");
+static_assert(offsetof(SliceArgs, begin_size) == 96, "SliceArgs.begin_size");
+static_assert(offsetof(SliceArgs, step_size) == 100, "SliceArgs.step_size");
 
 class Arena;
 class Exec;

@@ -36,6 +36,7 @@ set(TORCHMCU_PORTABLE_KERNEL_SOURCES
   kernels/portable/pool2d_s8.cc
   kernels/portable/quantize_s8.cc
   kernels/portable/requantize_s8.cc
+  kernels/portable/slice.cc
   kernels/portable/softmax.cc
   kernels/portable/softmax_s8.cc
   kernels/portable/unary.cc

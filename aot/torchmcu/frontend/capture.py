@@ -1,15 +1,80 @@
-"""Capture: a user's `nn.Module` to an ExportedProgram with static shapes."""
+"""Capture: a user's `nn.Module` to an ExportedProgram with static shapes,
+in functional ATen (no in-place ops) with the curated decompositions applied.
+
+torch.export leaves in any graph taken from ordinary PyTorch code ops that
+have no kernel: in-place activations and adds (`relu_`, `add_`, from
+`inplace=True`), `dropout`, `batch_norm` in its training-IR form.
+`ep.run_decompositions(DECOMPOSITIONS)` functionalizes the graph (in-place
+ops become their functional forms, dropout in eval goes away) and
+decomposes the few composite ops listed in DECOMPOSITIONS into ops a
+lowering family has a rule for. Everything else stays as the user wrote it:
+the composite ops the families lower themselves (conv2d, linear,
+batch_norm, layer_norm, scaled_dot_product_attention, lstm, gru, upsample,
+hardswish, hardsigmoid, silu, gelu, ...) are not in the table, so they are
+kept whole (an empty table keeps them; only the listed ops decompose).
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from ..errors import CompileError, TorchMCUError
+
+aten = torch.ops.aten
+
+
+def _full_like(x: torch.Tensor, fill_value: Any, **kwargs: Any) -> torch.Tensor:
+    """full_like of a static shape: a `full`, which the converter folds into a constant."""
+    return torch.full(tuple(x.shape), fill_value, dtype=kwargs.get("dtype") or x.dtype)
+
+
+def _split_with_sizes(x: torch.Tensor, split_sizes: list[int], dim: int = 0) -> list[torch.Tensor]:
+    """split / chunk as slices (zero-copy where the layout allows: shape_views.py);
+    torch's own decomposition gives as_strided, which says nothing of the layout."""
+    out, start = [], 0
+    for s in split_sizes:
+        out.append(aten.slice.Tensor(x, dim, start, start + int(s)))
+        start += int(s)
+    return out
+
+
+def _split(x: torch.Tensor, split_size: int, dim: int = 0) -> list[torch.Tensor]:
+    n = int(x.shape[dim])
+    return _split_with_sizes(x, [min(split_size, n - i) for i in range(0, n, split_size)] or [0], dim)
+
+
+def _decompositions() -> dict[Any, Callable[..., Any]]:
+    """Ops without a kernel here whose decompositions use only ops that have one."""
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    table = dict(get_decompositions([
+        # constants of a static shape made in forward: `full`, folded by the converter
+        aten.zeros_like.default, aten.ones_like.default, aten.empty_like.default,
+        aten.new_zeros.default, aten.new_ones.default, aten.new_full.default, aten.new_empty.default,
+        # views and shuffles: view / permute / clone / expand / slice
+        aten.unbind.int, aten.repeat.default, aten.pixel_shuffle.default, aten.pixel_unshuffle.default,
+        aten.channel_shuffle.default,
+        # activations and matmuls with a kernel under another name
+        aten.relu6.default, aten.clamp_min.default, aten.clamp_max.default, aten.glu.default,
+        aten.addmm.default, aten.mv.default, aten.rsub.Scalar, aten.rsub.Tensor,
+    ]))
+    core = core_aten_decompositions()
+    for op in (aten.tile.default, aten.native_channel_shuffle.default):  # -> repeat / view, permute
+        if op in core:
+            table[op] = core[op]
+    table[aten.full_like.default] = _full_like
+    table[aten.split.Tensor] = _split  # chunk comes as split
+    table[aten.split_with_sizes.default] = _split_with_sizes
+    return table
+
+
+DECOMPOSITIONS: dict[Any, Callable[..., Any]] = _decompositions()
 
 
 def load_entry(spec: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
@@ -71,30 +136,119 @@ def from_exported(ep: torch.export.ExportedProgram, where: str = "the ExportedPr
     return ep.module(), tuple(args)
 
 
+def _library(frame: str) -> bool:
+    return "/torch/" in frame or "site-packages" in frame or "dist-packages" in frame
+
+
 def user_frame(node: torch.fx.Node) -> str | None:
-    """The innermost frame of the node's stack trace outside torch: the user's line."""
+    """Where the node comes from in the user's code: the innermost frame of
+    its stack trace outside torch and installed packages. For an op inside
+    a library module (torchvision, torch.nn) that frame is only the call
+    that leads there, so the module is named first:
+    `features.1.conv.0.2 (torch.nn.ReLU6, inplace=True) from model.py:8: ...`."""
     trace = node.meta.get("stack_trace")
-    if not trace:
-        return None
-    lines = trace.strip().splitlines()
+    lines = trace.strip().splitlines() if trace else []
     frames = [(i, ln.strip()) for i, ln in enumerate(lines) if ln.strip().startswith("File ")]
-    best = None
+    best, inside_library = None, False
     for i, frame in frames:
-        if "/torch/" in frame or "site-packages" in frame:
+        if _library(frame):
+            inside_library = best is not None or inside_library
             continue
         code = lines[i + 1].strip() if i + 1 < len(lines) else ""
         best = f"{frame.replace('File ', '', 1)}: {code}" if code else frame
+        inside_library = False
+    module = node.meta.get("torchmcu_module") or _module_name(node)
+    if module and (best is None or inside_library):
+        return f"{module} from {best}" if best else module
     return best
 
 
-def capture(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> torch.export.ExportedProgram:
-    """torch.export with static shapes, the model in eval mode."""
-    if not isinstance(model, torch.fx.GraphModule):  # a quantized model is exported already, in eval
-        model = model.eval()
+def _module_name(node: torch.fx.Node) -> str | None:
+    """The innermost module the node was called in: `path (class)`."""
+    stack = list((node.meta.get("nn_module_stack") or {}).values())
+    if not stack:
+        return None
+    path, cls = stack[-1]
+    path = str(path) or "the model"
+    return f"{path} ({_class_name(cls)})"
+
+
+def _class_name(cls: Any) -> str:
+    """torch.nn.modules.activation.ReLU6 -> torch.nn.ReLU6 (its public name)."""
+    qual = cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}"
+    mod, _, name = qual.rpartition(".")
+    if mod.startswith("torch.nn.modules") and getattr(torch.nn, name, None) is not None:
+        return f"torch.nn.{name}"
+    return qual
+
+
+def _describe_modules(ep: torch.export.ExportedProgram, model: torch.nn.Module | None) -> None:
+    """Each node's innermost module as `path (class, attributes)`, for errors:
+    the attributes are the module's extra_repr (inplace=True, kernel sizes)."""
+    if model is None:
+        return
+    for n in ep.graph.nodes:
+        stack = list((n.meta.get("nn_module_stack") or {}).values())
+        if not stack:
+            continue
+        path, cls = stack[-1]
+        try:
+            extra = model.get_submodule(str(path)).extra_repr() if path else ""
+        except (AttributeError, TypeError):
+            extra = ""
+        extra = extra if len(extra) <= 80 else extra[:77] + "..."
+        name = _class_name(cls) + (f", {extra}" if extra else "")
+        n.meta["torchmcu_module"] = f"{path or 'the model'} ({name})"
+
+
+def check_inputs(example_inputs: tuple[Any, ...]) -> None:
+    """Example inputs are tensors: the same error at every precision."""
     for i, x in enumerate(example_inputs):
         if not isinstance(x, torch.Tensor):
-            raise TorchMCUError(f"example input {i} is a {type(x).__name__}, expected a torch.Tensor")
+            raise TorchMCUError(f"example input {i} is a {type(x).__name__}, expected a torch.Tensor "
+                                f"(give a scalar as a tensor, e.g. torch.tensor([{x!r}]))")
+
+
+def to_eval(model: torch.nn.Module) -> torch.nn.Module:
+    """The model in eval mode; a model left in training mode is switched,
+    with a warning. A graph module (torch.export(...).module(), a quantized
+    graph) is taken as it is: its mode was fixed when it was exported, and
+    its .eval() raises."""
+    if isinstance(model, torch.fx.GraphModule):
+        return model
+    if model.training:
+        # Said where it changes the result: layers that compute otherwise in training mode.
+        modal = sorted({type(m).__name__ for m in model.modules() if isinstance(m, _TRAIN_MODAL)})
+        if modal:
+            warnings.warn(f"torchmcu: the model is in training mode; compiling it in eval mode, as model.eval() "
+                          f"would (its {', '.join(modal)} layers compute otherwise in training mode)", stacklevel=3)
+    return model.eval()
+
+
+# Layers whose output depends on the training flag.
+_TRAIN_MODAL = (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd)
+
+
+def export(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> torch.export.ExportedProgram:
+    """torch.export (static shapes, non-strict), functionalized and with the curated decompositions."""
+    check_inputs(example_inputs)
     try:
-        return torch.export.export(model, example_inputs, strict=False)
+        ep = torch.export.export(model, tuple(example_inputs), strict=False)
+        with warnings.catch_warnings():  # torch's notes about its own internals, nothing the user can act on
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return ep.run_decompositions(DECOMPOSITIONS)
     except Exception as e:  # torch raises many types; give the user one clear message
         raise CompileError(f"torch.export could not capture the model: {type(e).__name__}: {e}") from e
+
+
+def capture(model: torch.nn.Module, example_inputs: tuple[Any, ...],
+            modules: torch.nn.Module | None = None) -> torch.export.ExportedProgram:
+    """The model's ExportedProgram, in eval mode. `modules`: the user's model
+    whose submodules name the nodes in errors (the model itself by default;
+    the float model when `model` is its quantized graph)."""
+    check_inputs(example_inputs)
+    model = to_eval(model)
+    ep = export(model, example_inputs)
+    _describe_modules(ep, modules if modules is not None else model)
+    return ep

@@ -122,6 +122,8 @@ SHARED = {
     aten._upsample_nearest_exact2d.vec, aten._upsample_nearest_exact1d.default,
     aten._upsample_nearest_exact2d.default, aten.upsample_bilinear2d.vec, aten.upsample_linear1d.vec,
     aten.upsample_bilinear2d.default, aten.upsample_linear1d.default,
+    # views (capture's split / chunk / unbind are slices)
+    aten.slice.Tensor, aten.select.int, aten.narrow.default, aten.expand.default, aten.unflatten.int,
 }
 # Two inputs and the output at one quantization (int8 max/min of the raw values).
 SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
@@ -226,7 +228,9 @@ def _make_quantizer_class():
                     a, b = n.args[0], n.args[1]
                     if not (_is_activation(a) and _is_activation(b)):
                         continue
-                    mark(n, {a: act, b: SharedQuantizationSpec((a, n))}, SharedQuantizationSpec((a, n)))
+                    # (the same node twice, minimum(x, x): one input entry, else it would share with itself)
+                    inputs = {a: act} if a is b else {a: act, b: SharedQuantizationSpec((a, n))}
+                    mark(n, inputs, SharedQuantizationSpec((a, n)))
                 elif n.target in CALIBRATED_UNARY and _is_activation(n.args[0]):
                     mark(n, {n.args[0]: act}, act)
                 elif n.target in SHARED and _is_activation(n.args[0]):
@@ -323,10 +327,13 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     _quiet_torchao()
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+    from .capture import check_inputs, export, to_eval
+
+    check_inputs(example_inputs)
     samples = calibration_samples(calibration, example_inputs) if calibration is not None else [example_inputs]
     if not samples:
         raise TorchMCUError("the calibration set is empty")
-    gm = torch.export.export(model.eval(), example_inputs, strict=False).module()
+    gm = export(to_eval(model), example_inputs).module()  # functional ATen, as capture gives the float path
     prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights, activations=activations, precision=precision))
     t0 = time.monotonic()
     with torch.no_grad():

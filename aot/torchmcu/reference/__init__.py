@@ -61,7 +61,7 @@ from .quant import (
                    unpack_int4,
 )
 from .reduce import softmax, softmax_luts_s16, softmax_params, softmax_params_s16, softmax_s16
-from .shape_views import pad
+from .shape_views import pad, strided_slice
 
 __all__ = [
     "INT16_MAX", "INT16_MIN", "INT32_MAX", "INT32_MIN", "add", "add_params", "add_params_s16", "add_s16",
@@ -70,5 +70,5 @@ __all__ = [
     "fold_linear_bias", "gen_lut_s16", "hardswish", "linear", "linear_s16", "lut", "lut_table", "max_pool2d",
     "max_pool2d_s16", "maximum", "minimum", "mul", "mul_params", "mul_s16", "pack_int4", "pad", "quantize",
     "quantize_multiplier", "quantize_s16", "requantize", "requantize_s64", "requantize_tensor", "softmax",
-    "softmax_luts_s16", "softmax_params", "softmax_params_s16", "softmax_s16", "unpack_int4",
+    "softmax_luts_s16", "softmax_params", "softmax_params_s16", "softmax_s16", "strided_slice", "unpack_int4",
 ]

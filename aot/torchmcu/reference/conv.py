@@ -280,13 +280,16 @@ def _padded_nchw(x: np.ndarray, k: tuple, p: dict, out: dict):
     h, w = x.shape[1:3]
     pads = (p["pad_left"], need_w - w - p["pad_left"], p["pad_top"], need_h - h - p["pad_top"])
     return F.pad(nchw(x), pads)
+def _bias(a):
+    """The float bias operand: absent as -1 (None) or left out of the operand list."""
+    return None if len(a) < 3 or a[2] is None else t(a[2])
 
 
 def _conv2d_f32(a, p, outs):
     import torch.nn.functional as F
 
     w = t(a[1]).permute(0, 3, 1, 2)
-    y = F.conv2d(_padded_nchw(a[0], w.shape[2:], p, outs[0]), w, None if a[2] is None else t(a[2]),
+    y = F.conv2d(_padded_nchw(a[0], w.shape[2:], p, outs[0]), w, _bias(a),
                  (p["stride_h"], p["stride_w"]), 0, (p["dilation_h"], p["dilation_w"]), p["groups"])
     return nhwc(act(y, p))
 
@@ -296,7 +299,7 @@ def _depthwise_f32(a, p, outs):
 
     w = t(a[1]).permute(3, 0, 1, 2)  # [1, kh, kw, C*m] -> [C*m, 1, kh, kw]
     c = a[0].shape[3]
-    y = F.conv2d(_padded_nchw(a[0], w.shape[2:], p, outs[0]), w, None if a[2] is None else t(a[2]),
+    y = F.conv2d(_padded_nchw(a[0], w.shape[2:], p, outs[0]), w, _bias(a),
                  (p["stride_h"], p["stride_w"]), 0, (p["dilation_h"], p["dilation_w"]), c)
     return nhwc(act(y, p))
 
@@ -312,15 +315,16 @@ def _transpose_conv_f32(a, p, outs):
     oh, ow = outs[0]["dims"][1:3]
     pt, pl = p["pad_top"], p["pad_left"]
     y = F.pad(full, (-pl, ow + pl - full.shape[3], -pt, oh + pt - full.shape[2]))
-    if a[2] is not None:
-        y = y + torch.from_numpy(np.asarray(a[2], np.float32)).view(1, -1, 1, 1)
+    bias = _bias(a)
+    if bias is not None:
+        y = y + bias.view(1, -1, 1, 1)
     return nhwc(act(y, p))
 
 
 def _linear_f32(a, p, outs):
     import torch.nn.functional as F
 
-    return act(F.linear(t(a[0]), t(a[1]), None if a[2] is None else t(a[2])), p).numpy()
+    return act(F.linear(t(a[0]), t(a[1]), _bias(a)), p).numpy()
 
 
 OPS: dict[str, Callable[[list, dict, list], Any]] = {

@@ -70,6 +70,8 @@ extern const Kernel kResizeBilinearS16;
 extern const Kernel kAdaptiveAvgPool2dF32;
 extern const Kernel kAdaptiveAvgPool2dS8;
 extern const Kernel kAdaptiveAvgPool2dS16;
+// capture / views / shape (slice.cc)
+extern const Kernel kSlice;
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -231,6 +231,10 @@ def _plan_scratch(pg: PGraph, op: POp, nbytes: int) -> None:
     op.inputs.append(len(pg.tensors) - 1)
 
 
+# The op codes nnlib may claim (the rest stay on the portable kernels).
+CLAIMED_CODES = ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "LINEAR_S8")
+
+
 def decide(pg: PGraph) -> list[tuple[int, Claim | str]]:
     """For each int8 op nnlib has a function for: its claim, or why it stays
     portable. Changes nothing."""

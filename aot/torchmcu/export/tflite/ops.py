@@ -422,6 +422,23 @@ class ShapeViewsOps(ExporterBase):
     def op_concat(self, index, op, p, ins, out):
         ins = [self.constant(t) if self.p.is_const(t) else i for t, i in zip(op["inputs"], ins)]
         self.w.add_op("CONCATENATION", ins, [out], dict(axis=p["axis"], fused_activation_function="NONE"))
+    def op_slice(self, index, op, p, ins, out):
+        """STRIDED_SLICE (steps >= 1), or BROADCAST_TO (steps of 0 on dims of
+        size 1, whole dims elsewhere); a slice that also broadcasts has no one op."""
+        P = self.p
+        x_dims = P.tensors[op["inputs"][0]]["dims"]
+        y_dims = P.tensors[op["outputs"][0]]["dims"]
+        begin, step = list(p["begin"]), list(p["step"])
+        if all(s >= 1 for s in step):
+            end = [b + (n - 1) * s + 1 for b, n, s in zip(begin, y_dims, step)]
+            self.w.add_op("STRIDED_SLICE", [ins[0], self.int_vector("begin", begin), self.int_vector("end", end),
+                                            self.int_vector("strides", step)], [out],
+                          dict(begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0, shrink_axis_mask=0))
+        elif all((s == 0 and i == 1) or (s == 1 and b == 0 and i == n)
+                 for i, n, b, s in zip(x_dims, y_dims, begin, step)):
+            self.w.add_op("BROADCAST_TO", [ins[0], self.int_vector("shape", list(y_dims))], [out])
+        else:
+            raise ExportError(f"{P.describe(index)}: a slice that also broadcasts has no single TFLite op")
     def op_copy(self, index, op, p, ins, out):
         src = self.constant(op["inputs"][0]) if self.p.is_const(op["inputs"][0]) else ins[0]
         shape = self.w._tensors[out]["shape"]

@@ -71,6 +71,8 @@ _OPTIONS = {
     "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions",
     "SLICE": None,
     "SPLIT": "SplitOptions",
+    "STRIDED_SLICE": "StridedSliceOptions",
+    "BROADCAST_TO": None,
 }
 
 # Fields holding enums, by the enum class that names their values.

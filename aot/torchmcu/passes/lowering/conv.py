@@ -2,7 +2,8 @@
 
 ATen: conv1d / conv2d / convolution (a 1-D convolution is the 2-D one with
 H = 1: see helpers.nhwc_in), conv_transpose1d / conv_transpose2d, linear,
-batch_norm (folded into the conv or linear before it by
+batch_norm (also as _native_batch_norm_legit_no_training, which capture's
+functionalization makes of it; folded into the conv or linear before it by
 fusion.fold_batch_norm or fold_batch_norm_transposed here, else a
 per-channel multiply-add), mm / bmm / matmul (an activation times a 2-D
 parameter is a linear layer). Zero padding (F.pad, e.g. a causal
@@ -133,7 +134,14 @@ def batch_norm(cv, x, weight, bias, mean, var, training=False, momentum=0.1, eps
     c = cv.shape(x)[1]
     weight = np.ones(c, np.float32) if weight is None else weight
     bias = np.zeros(c, np.float32) if bias is None else bias
-    return cv.emit("batch_norm", [cv.act(x), weight, bias, mean, var], dict(eps=float(eps)))
+    return cv.emit("batch_norm", [cv.act(x), weight, bias, mean, var], dict(eps=float(eps)), shape=cv.shape(x))
+
+
+@F.rule(aten._native_batch_norm_legit_no_training.default)
+def batch_norm_legit(cv, x, weight, bias, mean, var, momentum=0.1, eps=1e-5):
+    """batch_norm as functionalization leaves it: (output, saved mean, saved
+    rstd), of which the graph reads only the output (operator.getitem 0)."""
+    return batch_norm(cv, x, weight, bias, mean, var, False, momentum, eps), None, None
 
 
 @F.rule(aten.bmm.default, aten.mm.default, aten.matmul.default)

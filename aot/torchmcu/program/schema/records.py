@@ -84,6 +84,8 @@ ARGS: dict[str, tuple[str, str | None]] = {
     "ADAPTIVE_AVG_POOL2D_F32": ("AdaptivePool2dArgs", "Pool2dParams"),
     "ADAPTIVE_AVG_POOL2D_S8": ("QuantAdaptivePool2dArgs", "QuantPool2dParams"),
     "ADAPTIVE_AVG_POOL2D_S16": ("QuantAdaptivePool2dArgs", "QuantPool2dParams"),
+    # capture / views / shape
+    "SLICE": ("SliceArgs", "SliceParams"),
 }  # SIGMOID_F32, TANH_F32, HARDSWISH_F32, COPY, LUT_S8: no arguments
 
 
@@ -190,6 +192,7 @@ SHAPES: dict[str, Shapes] = {
     "EthosUArgs": lambda ins, outs: {},
     "RequantizeArgs": _requantize,
     "ResizeArgs": _nhwc("x", "y"), "AdaptivePool2dArgs": _nhwc("x", "y"), "QuantAdaptivePool2dArgs": _nhwc("x", "y"),
+    "SliceArgs": _x_y,
 }
 
 

@@ -1,0 +1,135 @@
+"""The model zoo: torchvision CNNs as a user would take them (random
+weights, batch-norm statistics re-estimated on random batches so that
+activations keep their scale and int8 means something), compiled at int8
+and float32 for the Cortex-M55 (mps3-an547) and the Cortex-M4
+(mps2-an386), built, and run in QEMU with the check: bit-exact with the
+reference at int8, within the float tolerance (runner.expected) at float32.
+Each test prints a line `zoo: ...` with the figures (instructions are QEMU
+-icount instructions, not cycles) and, at int8, the SQNR of the firmware's
+output against the float model's, beside PyTorch's own int8 (q/dq) SQNR.
+
+Run with `pytest -m zoo tests/test_zoo_cnn.py -s`. Nothing here is an
+expected failure: a model that stops at an op prints which one.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+import torch
+from conftest import needs_arm_gcc, needs_qemu
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.compiler import compile
+from torchmcu.errors import CompileError
+from torchmcu.frontend.batchnorm import reestimate_batch_norm
+from torchmcu.frontend.compat import import_torchvision
+from torchmcu.frontend.quantize import quantize
+from torchmcu.sim import runner
+
+pytestmark = [pytest.mark.zoo, needs_qemu, needs_arm_gcc]
+
+BOARDS = ["mps3-an547", "mps2-an386"]
+QUANTS = ["float32", "int8"]
+NUM_CLASSES = 10  # an MCU-sized head; the feature extractors are torchvision's own
+
+
+def _tv() -> Any:
+    return import_torchvision().models
+
+
+# name: (constructor, input side): inputs [1, 3, side, side], MCU camera sizes. resnet18 and
+# efficientnet_b0 at 64x64: their MACs at 96x96 (334 M, 70 M) make a float run in QEMU minutes long.
+MODELS: dict[str, tuple[Callable[[], torch.nn.Module], int]] = {
+    "mobilenet_v2": (lambda: _tv().mobilenet_v2(width_mult=0.35, num_classes=NUM_CLASSES), 96),
+    "mobilenet_v3_small": (lambda: _tv().mobilenet_v3_small(num_classes=NUM_CLASSES), 96),
+    "shufflenet_v2_x0_5": (lambda: _tv().shufflenet_v2_x0_5(num_classes=NUM_CLASSES), 96),
+    "squeezenet1_1": (lambda: _tv().squeezenet1_1(num_classes=NUM_CLASSES), 96),
+    "mnasnet0_5": (lambda: _tv().mnasnet0_5(num_classes=NUM_CLASSES), 96),
+    "efficientnet_b0": (lambda: _tv().efficientnet_b0(num_classes=NUM_CLASSES), 64),
+    "resnet18": (lambda: _tv().resnet18(num_classes=NUM_CLASSES), 64),
+}
+
+# Programs no memory of the board can hold (float32 weights: resnet18 45 MB, efficientnet_b0 16 MB,
+# beyond the AN386's 4 + 12 MiB): compile refuses them clearly; mps3-an547 (its 2 GiB DDR) runs them.
+DOES_NOT_FIT = {("resnet18", "float32", "mps2-an386"), ("efficientnet_b0", "float32", "mps2-an386")}
+
+
+class Zoo:
+    """Each model built once (seeded, BN re-estimated) and quantized once:
+    the boards share the float model and the int8 graph."""
+
+    def __init__(self) -> None:
+        self.models: dict[str, tuple[torch.nn.Module, torch.Tensor]] = {}
+        self.quantized: dict[str, Any] = {}
+
+    def model(self, name: str) -> tuple[torch.nn.Module, torch.Tensor]:
+        if name not in self.models:
+            make, side = MODELS[name]
+            torch.manual_seed(sum(map(ord, name)))
+            model = reestimate_batch_norm(make(), [torch.randn(8, 3, side, side) for _ in range(2)])
+            self.models[name] = (model, torch.randn(1, 3, side, side))
+        return self.models[name]
+
+    def program(self, name: str, quant: str) -> Any:
+        model, x = self.model(name)
+        if quant == "float32":
+            return model
+        if name not in self.quantized:
+            calib = [torch.randn_like(x) for _ in range(8)]
+            self.quantized[name] = quantize(model, (x,), calib, progress=False)
+        return self.quantized[name]
+
+
+@pytest.fixture(scope="module")
+def zoo() -> Zoo:
+    return Zoo()
+
+
+def sqnr_db(got: np.ndarray, ref: np.ndarray) -> float:
+    noise = float(np.sum((got.astype(np.float64) - ref) ** 2))
+    return float("inf") if noise == 0 else 10 * np.log10(float(np.sum(ref.astype(np.float64) ** 2)) / noise)
+
+
+@pytest.mark.parametrize("board", BOARDS)
+@pytest.mark.parametrize("quant", QUANTS)
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_model(name: str, quant: str, board: str, zoo: Zoo, tmp_path: Path) -> None:
+    model, x = zoo.model(name)
+    program = zoo.program(name, quant)
+    if (name, quant, board) in DOES_NOT_FIT:
+        with pytest.raises(CompileError, match=f"no memory of board {board} that can hold programs has room"):
+            compile(program, (x,), board, tmp_path, quant=quant, progress=False)
+        print(f"\nzoo: {name} {quant} {board}: does not fit (program too large); runs on mps3-an547")
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*runs in float32.*")  # no float fallback at int8
+        c = compile(program, (x,), board, tmp_path, quant=quant, progress=False)
+    build_firmware(tmp_path)
+    xs = [x.numpy()]
+    res = runner.run(tmp_path, xs, sim="qemu", timeout_s=1800)
+    assert res.exit_code == 0, res.raw[-3000:]
+    expected, tol = runner.expected(tmp_path, runner.split_samples(runner.load_meta(tmp_path), xs))
+    mismatch, worst = runner.compare(res.outputs, expected, tol)
+    assert mismatch is None, f"{mismatch} (max abs error {worst})"
+    figures = (f"instructions {res.inference_instructions():,}, flash {c.report['flash']['program_bytes']:,} B, "
+               f"activations {c.report['memory']['activation_bytes']:,} B (lower bound "
+               f"{c.report['memory']['lower_bound_bytes']:,} B)")
+    if quant == "int8":
+        with torch.no_grad():
+            ref = model(x).numpy()
+        db = sqnr_db(res.outputs[0][0], ref)
+        # PyTorch's own int8 (the q/dq model) against the float model: what the quantization scheme
+        # loses on this random-weight network. Random networks amplify small perturbations through
+        # their depth, so the figure falls with depth (MobileNetV2 0.35 ~12 dB, MNASNet 0.5 ~4 dB); the
+        # firmware must lose no more than PyTorch's int8 does.
+        qdq = runner.reference(tmp_path, runner.split_samples(runner.load_meta(tmp_path), xs))[0][0]
+        db_torch = sqnr_db(qdq, ref)
+        print(f"\nzoo: {name} {quant} {board}: {figures}, SQNR vs float {db:.1f} dB "
+              f"(PyTorch's int8: {db_torch:.1f} dB)")
+        assert db > 0 and db >= db_torch - 1.0, f"{name}: int8 SQNR {db:.1f} dB, PyTorch's int8 {db_torch:.1f} dB"
+    else:
+        print(f"\nzoo: {name} {quant} {board}: {figures}, max |fw - float64| {worst:.3g}")
