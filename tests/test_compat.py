@@ -9,7 +9,6 @@ import importlib.util
 
 import pytest
 import torch
-
 from torchmcu.frontend.compat import import_torchaudio, import_torchvision
 
 needs_tv = pytest.mark.skipif(importlib.util.find_spec("torchvision") is None,

@@ -26,10 +26,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .backends import all_backends
 from .frontend.capture import DECOMPOSITIONS
-from .passes.lowering import FAMILIES, ALL
+from .passes.lowering import ALL, FAMILIES
 from .program import schema
-from .program.kernel_table import declared_kernels
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 PRECISIONS = ("float32", "int8", "int4", "a16w8")
@@ -97,17 +97,12 @@ def _logical_ops(rule: Any) -> set[str]:
 
 
 def _backend_codes() -> dict[str, set[str]]:
-    from .backends.ethos_u.tosa_lower import HANDLERS
-    from .backends.hifi.partition import CLAIMED_CODES
-
-    return {"portable": set(declared_kernels("kernels/portable")),
-            "cmsis-nn": set(declared_kernels("kernels/cmsis_nn")),
-            "ethos-u": set(HANDLERS), "hifi": set(CLAIMED_CODES)}
+    """Each backend's program op codes (Backend.op_codes)."""
+    return {b.name: b.op_codes() for b in reversed(all_backends().values())}
 
 
 def rows() -> list[dict[str, Any]]:
     """One row per ATen op with a rule, by family."""
-    backends = _backend_codes()
     out = []
     for fam in FAMILIES:
         for target, rule in sorted(fam.rules.items(), key=lambda kv: str(kv[0])):

@@ -82,7 +82,7 @@ enum class OpCode : uint16_t {
   AVG_POOL2D_S16 = 48,
   SOFTMAX_S16 = 49,
   REQUANTIZE = 50,
-<<<<<<< HEAD
+  SLICE = 51,
   TRANSPOSE_CONV2D_F32 = 60,
   TRANSPOSE_CONV2D_S8 = 61,
   TRANSPOSE_CONV2D_S16 = 62,
@@ -95,11 +95,6 @@ enum class OpCode : uint16_t {
   ADAPTIVE_AVG_POOL2D_S16 = 69,
 };
 constexpr uint32_t kNumOpCode = 70;
-=======
-  SLICE = 51,
-};
-constexpr uint32_t kNumOpCode = 52;
->>>>>>> h-a
 
 enum class OpParams : uint8_t {
   NONE = 0,
@@ -122,11 +117,8 @@ enum class OpParams : uint8_t {
   PadParams = 17,
   QuantBatchMatmulParams = 18,
   EthosUParams = 19,
-<<<<<<< HEAD
   ResizeParams = 20,
-=======
-  SliceParams = 20,
->>>>>>> h-a
+  SliceParams = 21,
 };
 
 struct InitCopy {

@@ -80,6 +80,10 @@ class Backend:
     def supports(self, pg: PGraph, index: int) -> str | None:
         return "not supported by this backend"
 
+    def op_codes(self) -> set[str]:
+        """The program op codes it can run at all (supports() decides per instance)."""
+        return set()
+
     def scratch_bytes(self, code: str, x: tuple[int, ...], w: tuple[int, ...] | None, y: tuple[int, ...],
                       params: dict[str, Any]) -> int:
         return 0

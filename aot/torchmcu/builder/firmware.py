@@ -45,7 +45,6 @@ from .kernel_table import available_kernels, delegate_codes, kernel_sets, kernel
 from .size import format_ram, format_size, ram_breakdown, size_breakdown
 from .stack import format_stack, stack_with_margin, worst_case
 
-
 # -fstack-usage writes OBJ.su, -fcallgraph-info=su OBJ.ci (the .su lines' assembler names): builder.stack.
 STACK_FLAGS = ["-fstack-usage", "-fcallgraph-info=su"]
 APP_SUFFIXES = {".c", ".cc", ".cpp", ".cxx", ".S", ".s"}

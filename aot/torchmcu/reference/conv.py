@@ -307,7 +307,6 @@ def _depthwise_f32(a, p, outs):
 def _transpose_conv_f32(a, p, outs):
     """The full transposed convolution, cropped at (pad_top, pad_left) to the
     output (zeros where it reaches past the full result), plus the bias."""
-    import torch
     import torch.nn.functional as F
 
     w = t(a[1]).permute(3, 0, 1, 2)  # [out_c, kh, kw, in_c] -> [in_c, out_c, kh, kw]

@@ -22,6 +22,9 @@ class CmsisNN(Backend):
     def applies(self, board: Board) -> bool:
         return board.core.arch == "cortex-m"
 
+    def op_codes(self) -> set[str]:
+        return set(declared_kernels(self.kernel_dir))
+
     def supports(self, pg: PGraph, index: int) -> str | None:
         code = pg.ops[index].code
         return None if code in declared_kernels(self.kernel_dir) else f"CMSIS-NN has no kernel for {code}"

@@ -17,7 +17,7 @@ from ..base import Backend, BuildParts, CompileContext
 from . import available, compile_partitions, report
 from .delegate import BACKEND as NAME
 from .delegate import CODE, check_npu_operands, delegate, format_npu_report
-from .tosa_lower import check_op
+from .tosa_lower import HANDLERS, check_op
 
 SAMPLES = 4  # inputs the numerics check runs: the example inputs and the first calibration samples
 
@@ -61,6 +61,9 @@ class EthosU(Backend):
 
     def applies(self, board: Board) -> bool:
         return board.npu is not None
+
+    def op_codes(self) -> set[str]:
+        return set(HANDLERS)
 
     def supports(self, pg: PGraph, index: int) -> str | None:
         return check_op(pg, index)

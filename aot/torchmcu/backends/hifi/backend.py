@@ -12,7 +12,7 @@ from ...errors import BuildError
 from ...ir import PGraph
 from ..base import Backend, BuildParts, CompileContext
 from .partition import BACKEND as NAME
-from .partition import HifiPlan, apply, decide, format_report, report
+from .partition import CLAIMED_CODES, HifiPlan, apply, decide, format_report, report
 
 
 class Hifi(Backend):
@@ -24,6 +24,9 @@ class Hifi(Backend):
 
     def applies(self, board: Board) -> bool:
         return board.core.arch == "xtensa"
+
+    def op_codes(self) -> set[str]:
+        return set(CLAIMED_CODES)
 
     def supports(self, pg: PGraph, index: int) -> str | None:
         got = dict(decide(pg)).get(index, f"nnlib offers nothing for {pg.ops[index].code} here")

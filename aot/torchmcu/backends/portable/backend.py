@@ -18,6 +18,9 @@ class Portable(Backend):
     def applies(self, board: Board) -> bool:
         return True
 
+    def op_codes(self) -> set[str]:
+        return set(declared_kernels(self.kernel_dir))
+
     def supports(self, pg: PGraph, index: int) -> str | None:
         code = pg.ops[index].code
         return None if code in declared_kernels(self.kernel_dir) else f"no portable kernel for {code}"

@@ -28,7 +28,6 @@ from ... import reference
 from ...ir import PTensor
 from ..graph import Node, QConst, const, dim, is_activation
 from .family import Family, always
-from .helpers import identity
 
 F = Family("shape_views")
 aten = torch.ops.aten
