@@ -59,7 +59,13 @@ def table_s16(name: str, s_in: float, s_out: float, alpha: float = 1.0) -> np.nd
     values scaled by 65536 / (output range)."""
     f = np.float32
     fn = float_fn(name, alpha)
-    return gen_lut_s16(fn, f(f(s_in) * f(INT16_MIN)), f(f(s_in) * f(INT16_MAX)),
+
+    def finite(x: np.ndarray) -> np.ndarray:
+        # Outside the function's domain (rsqrt of a negative: NaN) the table holds 0;
+        # poles (+-inf) saturate. gen_lut's float arithmetic then stays defined.
+        return np.nan_to_num(fn(x), nan=0.0, posinf=1e30, neginf=-1e30).astype(np.float32)
+
+    return gen_lut_s16(finite, f(f(s_in) * f(INT16_MIN)), f(f(s_in) * f(INT16_MAX)),
                        f(f(s_out) * f(INT16_MIN)), f(f(s_out) * f(INT16_MAX)))
 
 

@@ -45,12 +45,12 @@ void layer_norm_q(const T* in, const int8_t* gamma, const int32_t* beta, T* out,
       const int32_t k = (62 - (64 - __builtin_clzll(uint64_t(v)))) / 2;
       const uint64_t root = isqrt64(uint64_t(v) << (2 * k));  // in [2^30, 2^31)
       m = int64_t(((uint64_t{1} << 61) + root / 2) / root);    // 2^61 / root, in (2^30, 2^31]
-      h = 49 - k;                                              // n = c m 2^(k - 49): Q12
+      h = 61 - kLayerNormFractionBits - k;                     // n = c m 2^(k - 45): Q16
     }
     for (int32_t c = 0; c < cols; ++c) {
       const int64_t centred = int64_t(cols) * (int64_t(in[c]) - p.input_zero_point) - s;  // |.| < 2^29
       const int64_t n = (centred * m + (int64_t{1} << (h - 1))) >> h;
-      const int64_t acc = n * gamma[c] + beta[c];
+      const int64_t acc = n * gamma[c] + beta[c];  // |n| <= 2^22 for any data
       const int32_t acc32 = acc > INT32_MAX ? INT32_MAX : acc < INT32_MIN ? INT32_MIN : int32_t(acc);
       int32_t y = s8::requantize(acc32, p.output_multiplier, p.output_shift);
       y = y < lo ? lo : y > hi ? hi : y;

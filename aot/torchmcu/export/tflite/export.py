@@ -53,17 +53,17 @@ import numpy as np
 
 from ... import reference as ref
 from ...errors import TorchMCUError
-from .ops import ConvOps, ElementwiseOps, PoolResizeOps, ReduceOps, ShapeViewsOps
+from .ops import AttentionNormOps, ConvOps, ElementwiseOps, PoolResizeOps, ReduceOps, ShapeViewsOps
 from .program import ExportError, _Program, verify_derived, weight_scales
 
 
-class _Exporter(ConvOps, PoolResizeOps, ElementwiseOps, ReduceOps, ShapeViewsOps):
+class _Exporter(ConvOps, PoolResizeOps, ElementwiseOps, ReduceOps, ShapeViewsOps, AttentionNormOps):
     """A program as a TFLite model: every op family's methods."""
 
 
 _SCRATCH_AFTER = {"CONV2D_S8": 5, "DEPTHWISE_CONV2D_S8": 5, "LINEAR_S8": 5, "CONV2D_S16": 5,
                   "DEPTHWISE_CONV2D_S16": 5, "LINEAR_S16": 5, "CONV2D_S4": 5, "DEPTHWISE_CONV2D_S4": 5,
-                  "LINEAR_S4": 5}
+                  "LINEAR_S4": 5, "BATCH_MATMUL_S8": 2, "BATCH_MATMUL_S16": 2}
 
 
 def _operands(op: dict) -> list[int]:

@@ -65,6 +65,9 @@ _OPTIONS = {
     "TANH": None,
     "RELU": None,
     "RELU6": None,
+    # element-wise, reductions, attention
+    "DIV": "DivOptions",
+    "SPLIT": "SplitOptions",
 }
 
 # Fields holding enums, by the enum class that names their values.

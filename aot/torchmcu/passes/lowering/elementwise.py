@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ... import reference
-from ..graph import INF, QD, Graph, Node, const, is_activation
+from ..graph import INF, QD, Graph, Node, QConst, const, is_activation
 from . import operands
 from .family import Family, always
 from .helpers import act_params, act_q, act_q16, identity
@@ -63,11 +63,17 @@ F.rule(aten.tanh.default)(_unary("tanh"))
 F.rule(aten.hardswish.default)(_unary("hardswish"))
 
 
+def _value(v):
+    """A constant operand as a float array: a constant PT2E quantized (a
+    parameter viewed in forward) at its dequantized value, as the q/dq model."""
+    return v.dequantized() if isinstance(v, QConst) else const(v)
+
+
 def _binary(name: str):
     def convert(cv, a, b):
         if not is_activation(a) and is_activation(b):
             a, b = b, a  # these ops commute; keep the activation first
-        return cv.emit(name, [cv.act(a), b if is_activation(b) else const(b)], dict(act=(-INF, INF)))
+        return cv.emit(name, [cv.act(a), b if is_activation(b) else _value(b)], dict(act=(-INF, INF)))
     return convert
 
 
@@ -80,11 +86,11 @@ def _add_sub(cv, op: str, a, b, alpha=1):
     """a + alpha * b (op "add") or a - alpha * b ("sub"): a constant b takes
     alpha (and sub's sign) into its values; two activations keep alpha."""
     if not is_activation(b):
-        b = np.asarray(const(b) * np.float32(alpha), np.float32)
+        b = np.asarray(_value(b) * np.float32(alpha), np.float32)
         return cv.emit("add", [cv.act(a), -b if op == "sub" else b], dict(act=(-INF, INF)))
     if not is_activation(a) and op == "add" and alpha == 1:
         a, b = b, a
-    a = a if is_activation(a) else const(a)
+    a = a if is_activation(a) else _value(a)
     return cv.emit(op, [a, b], dict(act=(-INF, INF), alpha=float(alpha)))
 
 
@@ -113,8 +119,8 @@ def div(cv, a, b, rounding_mode=None):
     if rounding_mode is not None:
         raise cv.fail(f"division with rounding_mode={rounding_mode!r} is not supported (true division only)")
     if not is_activation(b):  # x / c: x * (1 / c), as PyTorch's compiled kernels do
-        return cv.emit("mul", [cv.act(a), np.asarray(np.float32(1.0) / const(b), np.float32)], dict(act=(-INF, INF)))
-    return cv.emit("div", [a if is_activation(a) else const(a), b], dict(act=(-INF, INF)))
+        return cv.emit("mul", [cv.act(a), np.asarray(np.float32(1.0) / _value(b), np.float32)], dict(act=(-INF, INF)))
+    return cv.emit("div", [a if is_activation(a) else _value(a), b], dict(act=(-INF, INF)))
 
 
 @F.rule(QD.quantize_per_tensor.default)

@@ -193,7 +193,8 @@ def _softmax_s8(lay, n: Node) -> None:
     tid, order = _last_axis(lay, n)
     (s_in, _), = n.attrs["in_q"]
     out = lay.activation(n.name, lay.p.tensors[tid].dims, like=n.out)
-    params = {k: int(v) for k, v in reference.softmax_params(s_in, n.attrs.get("beta", 1.0)).items()}
+    beta = n.attrs.get("beta", 1.0)
+    params = {**{k: int(v) for k, v in reference.softmax_params(s_in, beta).items()}, "beta": beta}
     if len(n.inputs) > 1:
         lay.emit("SOFTMAX_MASKED_S8", [tid, _mask(lay, n, order)], [out], ("QuantSoftmaxParams", params), n,
                  "softmax")
@@ -208,7 +209,8 @@ def _softmax_s16(lay, n: Node) -> None:
     (s_in, _), = n.attrs["in_q"]
     out = lay.activation(n.name, lay.p.tensors[tid].dims, like=n.out)
     exp_lut, one_lut = reference.softmax_luts_s16()
-    params = {k: int(v) for k, v in reference.softmax_params_s16(s_in, n.attrs.get("beta", 1.0)).items()}
+    beta = n.attrs.get("beta", 1.0)
+    params = {**{k: int(v) for k, v in reference.softmax_params_s16(s_in, beta).items()}, "beta": beta}
     ins = [tid, lay.constant(f"{n.name}_exp_lut", exp_lut, "I16"), lay.constant(f"{n.name}_one_lut", one_lut, "I16")]
     code = "SOFTMAX_S16"
     if len(n.inputs) > 1:
