@@ -39,6 +39,9 @@ extern const Kernel kAddS16;
 extern const Kernel kMulS16;
 extern const Kernel kMaxPool2dS16;
 extern const Kernel kAvgPool2dS16;
+// C: attention (batch_matmul.cc)
+extern const Kernel kBatchMatmulS8;
+extern const Kernel kBatchMatmulS16;
 
 }  // namespace cmsis_nn
 }  // namespace torchmcu

@@ -85,6 +85,12 @@ void layer_norm_s16_run(const OpContext& ctx) {
 }
 
 // ---- batch matmul: a [..., M, K], b [..., K, N] (adj_y: [..., N, K]) -> [..., M, N] --
+// An integer product may carry a scratch operand (I8: CMSIS-NN's kernel sums),
+// which the portable kernels ignore.
+
+bool scratch_ok(const OpContext& ctx) {
+  return ctx.num_inputs() < 3 || check::is(ctx.input(2), DType::I8);
+}
 
 template <typename Args>
 void dims_mkn(const OpContext& ctx, const Args& p, int32_t* m, int32_t* k, int32_t* n) {
@@ -125,8 +131,9 @@ void bmm_f32_run(const OpContext& ctx) {
 }
 
 Error bmm_s8_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
-                 check::args<schema::QuantBatchMatmulArgs>(ctx, OpParams::QuantBatchMatmulParams),
+  TMCU_CHECK(check::counts(ctx, 2, 3, 1) &&
+                 check::args<schema::QuantBatchMatmulArgs>(ctx, OpParams::QuantBatchMatmulParams) &&
+                 scratch_ok(ctx),
              Error::InvalidOp);
   const auto& p = ctx.args<schema::QuantBatchMatmulArgs>();
   TMCU_CHECK(check::is(ctx.input(0), DType::I8) && check::is(ctx.input(1), DType::I8) &&
@@ -164,8 +171,9 @@ void bmm_s8_run(const OpContext& ctx) {
 }
 
 Error bmm_s16_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
-                 check::args<schema::QuantBatchMatmulArgs>(ctx, OpParams::QuantBatchMatmulParams),
+  TMCU_CHECK(check::counts(ctx, 2, 3, 1) &&
+                 check::args<schema::QuantBatchMatmulArgs>(ctx, OpParams::QuantBatchMatmulParams) &&
+                 scratch_ok(ctx),
              Error::InvalidOp);
   const auto& p = ctx.args<schema::QuantBatchMatmulArgs>();
   TMCU_CHECK(check::is(ctx.input(0), DType::I16) && check::is(ctx.input(1), DType::I16) &&

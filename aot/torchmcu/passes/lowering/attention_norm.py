@@ -219,9 +219,8 @@ def _bmm(lay, n: Node, bits: int) -> None:
         code = f"BATCH_MATMUL_S{bits}"
         ins = [ain, bin_]
         nbytes = lay.scratch(code, lay.p.tensors[ain].dims, lay.p.tensors[bin_].dims, shape, params)
-        if nbytes > 0:  # CMSIS-NN's (MVE) kernel sums of b's rows
-            ins.append(lay.activation(f"{n.name}_scratch", (nbytes,)))
-            lay.p.tensors[ins[-1]].dtype = "I8"
+        if nbytes > 0:  # CMSIS-NN's (MVE) kernel sums of b's rows, as int8 bytes
+            ins.append(lay.activation(f"{n.name}_scratch", (nbytes,), like=n.out))
         lay.emit(code, ins, [out], ("QuantBatchMatmulParams", {k: (bool(v) if k == "adj_y" else int(v))
                                                                 for k, v in params.items()}), n, "bmm", macs)
     lay.val[n.out] = (out, identity(rank))
