@@ -106,25 +106,35 @@ class _Builder:
         n.meta["val"] = self.mode.from_tensor(value)
         return n
 
-    def op(self, target: Any, *args: Any) -> Node:
+    def op(self, target: Any, *args: Any, **kwargs: Any) -> Node:
         with self.gm.graph.inserting_before(self.anchor):
-            n = self.gm.graph.call_function(target, args)
+            n = self.gm.graph.call_function(target, args, kwargs)
         vals = torch.fx.node.map_aggregate(args, lambda a: a.meta["val"] if isinstance(a, Node) else a)
         with self.mode:
-            n.meta["val"] = target(*vals)
+            n.meta["val"] = target(*vals, **kwargs)
         for key in ("stack_trace", "nn_module_stack", "source_fn_stack"):
             if key in self.anchor.meta:
                 n.meta[key] = self.anchor.meta[key]
         return n
 
 
-def _attention(b: _Builder, q: Node, kt: Node, v: Node, scale: float, masked, finite, name: str) -> Node:
+def _attention(b: _Builder, q: Node, kt: Node, v: Node, scale: float, masked, finite, like: torch.Tensor,
+               name: str) -> Node:
     s = b.op(aten.matmul.default, q, kt)
     if finite is not None:
         s = b.op(aten.add.Tensor, s, b.const(f"{name}_bias", finite / scale))
     mask = b.const(f"{name}_mask", masked) if masked is not None and bool(masked.any()) else None
     p = b.op(torch.ops.torchmcu.attention_softmax.default, s, float(scale), mask)
-    return b.op(aten.matmul.default, p, v)
+    out = b.op(aten.matmul.default, p, v)
+    # The composite's output may lie in memory in another order (the graph's
+    # views after it count on that): the product laid out so.
+    order = sorted(range(like.dim()), key=lambda d: -like.stride(d))
+    if order != list(range(like.dim())) and like.dim() == out.meta["val"].dim():
+        inverse = [order.index(d) for d in range(like.dim())]
+        out = b.op(aten.permute.default, out, order)
+        out = b.op(aten.clone.default, out, memory_format=torch.contiguous_format)
+        out = b.op(aten.permute.default, out, inverse)
+    return out
 
 
 def decompose_attention(gm: GraphModule) -> GraphModule:
@@ -149,7 +159,7 @@ def decompose_attention(gm: GraphModule) -> GraphModule:
             scale = 1.0 / math.sqrt(qv.shape[-1]) if scale is None else float(scale)
             b = _Builder(gm, n)
             kt = b.op(aten.transpose.int, k, -2, -1)
-            out = _attention(b, q, kt, v, scale, masked, finite, n.name)
+            out = _attention(b, q, kt, v, scale, masked, finite, n.meta["val"], n.name)
         elif n.target == aten.baddbmm.default and len(n.users) == 1:
             user = next(iter(n.users))
             if user.target not in (aten.softmax.int, aten._softmax.default) or user.args[1] not in (-1, 2):
