@@ -238,6 +238,46 @@ def test_transformer_encoder_layer(norm_first: bool, quant: str, tmp_path: Path,
     assert _sqnr(model, outputs, samples) > (18 if quant == "int8" else 40)
 
 
+class TinyViT(nn.Module):
+    """Keyword-transformer style: patches embedded by a linear layer (over the
+    frequency bins of each frame) or a strided conv, a class token (a
+    parameter expanded and concatenated), learned position embeddings, two
+    encoder layers, a head on the class token."""
+
+    def __init__(self, patches: str) -> None:
+        super().__init__()
+        self.patches = patches
+        self.embed = nn.Linear(16, 64) if patches == "linear" else nn.Conv2d(1, 64, 4, stride=4)
+        self.cls = nn.Parameter(torch.randn(1, 1, 64) * 0.5)
+        self.pos = nn.Parameter(torch.randn(1, 17, 64) * 0.5)
+        layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(64)
+        self.head = nn.Linear(64, 12)
+
+    def forward(self, x):  # [1, 16, 16]: frames x frequency bins
+        if self.patches == "linear":
+            h = self.embed(x)
+        else:
+            h = self.embed(x.unsqueeze(1)).flatten(2).transpose(1, 2)
+        h = torch.cat([self.cls.expand(x.shape[0], -1, -1), h], 1) + self.pos
+        return self.head(self.norm(self.encoder(h)[:, 0]))
+
+
+@pytest.mark.skipif(not _with_rules(*ENCODER_VIEWS, "aten.expand.default"),
+                    reason="needs the view ops (select, unflatten, expand) of the capture branch")
+@pytest.mark.parametrize("patches", ["linear", "conv"])
+def test_keyword_transformer_vit(patches: str, tmp_path: Path, host_runner) -> None:
+    torch.manual_seed(2)
+    model = TinyViT(patches).eval()
+    shapes = [(1, 16, 16)]
+    got, expected = run_on_host(model, (torch.randn(*shapes[0]),), tmp_path / "f32")
+    assert_close(got, expected)
+    for quant, floor in (("int8", 15), ("a16w8", 30)):
+        outputs, samples = _integer(model, shapes, quant, tmp_path / quant, None, host_runner)
+        assert _sqnr(model, outputs, samples) > floor
+
+
 def test_conformer_feed_forward_module(tmp_path: Path, host_runner) -> None:
     """torchaudio's Conformer feed-forward module (LayerNorm, Linear, SiLU,
     Linear) at float32, int8 and a16w8."""

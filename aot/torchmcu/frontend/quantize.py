@@ -41,6 +41,7 @@ fuses into the int8 kernel's clamp.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import sys
 import time
 from typing import Any
@@ -247,6 +248,12 @@ def _make_quantizer_class():
                 elif n.target in WITH_CONSTANT and sum(map(_is_activation, n.args[:2])) == 1:
                     x = n.args[0] if _is_activation(n.args[0]) else n.args[1]
                     mark(n, {x: act}, act)
+                elif n.target == aten._native_batch_norm_legit_no_training.default and _is_activation(n.args[0]):
+                    # functionalization's batch norm gives (output, mean, rstd): the output is item 0
+                    item = [u for u in n.users if u.target is operator.getitem and u.args[1] == 0]
+                    mark(n, {n.args[0]: act}, None)
+                    for u in item:
+                        mark(u, {}, act)
                 elif n.target in LOG_SOFTMAX and _is_activation(n.args[0]):
                     # int16 has no TFLite log-softmax: a calibrated output (its op runs in float)
                     mark(n, {n.args[0]: act}, fixed(16 / 256, 127) if act.dtype == torch.int8 else act)
