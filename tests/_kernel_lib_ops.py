@@ -80,8 +80,8 @@ X void k_mean_s16(const int16_t* in, const int32_t* dims, int32_t rank, uint32_t
   mean_s16(in, dims, rank, mask, params<QuantMeanParams>(q), out);
 }
 X void k_softmax_rows_s8(const int8_t* in, int32_t rows, int32_t cols, int32_t m, int32_t ls, int32_t dmin,
-                         const uint8_t* mask, int32_t mask_rows, int8_t* out) {
-  softmax_rows_s8(in, rows, cols, m, ls, dmin, mask, mask_rows, out);
+                         const uint8_t* mask, int32_t mask_rows, int8_t* out, const int32_t* table) {
+  softmax_rows_s8(in, rows, cols, m, ls, dmin, mask, mask_rows, out, table);
 }
 X void k_softmax_rows_s16(const int16_t* in, int32_t rows, int32_t cols, int32_t m, int32_t s,
                           const int16_t* exp_lut, const int16_t* one_lut, const uint8_t* mask, int32_t mask_rows,
@@ -129,7 +129,7 @@ _SIGNATURES = {
     "k_log_softmax_s8": [_P, _I, _I, _P, _P],
     "k_mean_s8": [_P, _P, _I, _U, _P, _P],
     "k_mean_s16": [_P, _P, _I, _U, _P, _P],
-    "k_softmax_rows_s8": [_P, _I, _I, _I, _I, _I, _P, _I, _P],
+    "k_softmax_rows_s8": [_P, _I, _I, _I, _I, _I, _P, _I, _P, _P],
     "k_softmax_rows_s16": [_P, _I, _I, _I, _I, _P, _P, _P, _I, _P],
     "k_layer_norm_s8": [_P, _P, _P, _P, _I, _I, _P],
     "k_layer_norm_s16": [_P, _P, _P, _P, _I, _I, _P],

@@ -214,11 +214,15 @@ def test_masked_softmax_s8(lib, case):
     mask = (g.random((mask_rows, cols)) < 0.4).astype(np.uint8)
     mask[0] = 1  # a row with every entry masked
     p = ref.softmax_params(logu(g, 1e-3, 0.2), 0.25)
-    out = np.zeros_like(x)
-    lib.k_softmax_rows_s8(x, rows, cols, p["input_multiplier"], p["input_left_shift"], p["diff_min"], mask,
-                          mask_rows, out)
+    table = reduce_ref.softmax_exp_table(p["input_multiplier"], p["input_left_shift"], p["diff_min"])
     got = ref.softmax(x, p["input_multiplier"], p["input_left_shift"], p["diff_min"], mask)
-    np.testing.assert_array_equal(out, got)
+    for t in (None, table):  # the exponentials computed, or looked up: the same bits
+        out = np.zeros_like(x)
+        lib.k_softmax_rows_s8(x, rows, cols, p["input_multiplier"], p["input_left_shift"], p["diff_min"], mask,
+                              mask_rows, out, t)
+        np.testing.assert_array_equal(out, got)
+    np.testing.assert_array_equal(got, ref.softmax(x, p["input_multiplier"], p["input_left_shift"], p["diff_min"],
+                                                   mask, table))
     # The unmasked entries of a row are the softmax of those entries alone; masked ones are -128.
     full = reduce_ref.masked_rows(mask, rows)
     for r in range(rows):
@@ -247,6 +251,21 @@ def test_masked_softmax_s16(lib):
         alone = ref.softmax_s16(x[r][~full[r]][None], p["input_multiplier"], p["input_left_shift"], exp_lut,
                                 one_lut)[0]
         np.testing.assert_array_equal(got[r][~full[r]], alone)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_softmax_exp_table_gives_the_same_bits(lib, case):
+    """SOFTMAX_S8 with its exp table against the computed exponentials, on
+    rows spanning the whole int8 range (differences down to -255)."""
+    g = rng(("exp_table", case))
+    rows, cols = 8, int(g.choice([2, 31, 300]))
+    x = i8(g, (rows, cols))
+    p = ref.softmax_params(logu(g, 1e-3, 0.5), float(g.choice([1.0, 0.125])))
+    table = reduce_ref.softmax_exp_table(p["input_multiplier"], p["input_left_shift"], p["diff_min"])
+    out = np.zeros_like(x)
+    lib.k_softmax_rows_s8(x, rows, cols, p["input_multiplier"], p["input_left_shift"], p["diff_min"], None, 1, out,
+                          table)
+    np.testing.assert_array_equal(out, ref.softmax(x, p["input_multiplier"], p["input_left_shift"], p["diff_min"]))
 
 
 # ------------------------------------------------------------------ layer norm, matmul

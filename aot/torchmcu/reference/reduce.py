@@ -54,8 +54,18 @@ def _exp_on_negative_values(val):
     return np.where(val == 0, INT32_MAX, result)
 
 
+def softmax_exp_table(input_multiplier: int, input_left_shift: int, diff_min: int) -> np.ndarray:
+    """SOFTMAX_S8's optional exp table: int32 [256], entry d + 255 the Q0.31
+    exponential softmax computes for an int8 difference d >= diff_min (0
+    below: never read)."""
+    d = np.arange(-255, 1, dtype=np.int64)
+    valid = d >= diff_min
+    e = _exp_on_negative_values(_mul_sat(np.where(valid, d, 0) * (1 << input_left_shift), input_multiplier))
+    return np.where(valid, e, 0).astype(np.int32)
+
+
 def softmax(x: np.ndarray, input_multiplier: int, input_left_shift: int,
-            diff_min: int, mask: np.ndarray | None = None) -> np.ndarray:
+            diff_min: int, mask: np.ndarray | None = None, table: np.ndarray | None = None) -> np.ndarray:
     """softmax_s8 over the last axis (CMSIS-NN's arm_softmax_s8, TFLite's int8
     Softmax; output scale 1/256, zero point -128). Parameters from
     softmax_params.
@@ -76,8 +86,11 @@ def softmax(x: np.ndarray, input_multiplier: int, input_left_shift: int,
     masked = np.zeros(x.shape, bool) if mask is None else masked_rows(mask, x.shape[0])
     d = x - np.where(masked, -128, x).max(axis=1, keepdims=True)
     valid = (d >= diff_min) & ~masked
-    scaled = _mul_sat(d * (1 << input_left_shift), input_multiplier)
-    e = _exp_on_negative_values(np.where(valid, scaled, 0))
+    if table is not None:  # the program's exponentials (softmax_exp_table's, or whatever it holds)
+        e = np.asarray(table, np.int64)[np.clip(d, -255, 0) + 255]
+    else:
+        scaled = _mul_sat(np.where(valid, d, 0) * (1 << input_left_shift), input_multiplier)
+        e = _exp_on_negative_values(scaled)
     total = np.where(valid, _div_pow2(e, 12), 0).sum(axis=1, keepdims=True)
     bit_length = sum(((total >> k) > 0).astype(np.int64) for k in range(40))
     headroom = np.maximum(32 - bit_length, 0)  # clz of the 32-bit sum
@@ -282,10 +295,11 @@ def _mean_f32(a, p, outs):
 OPS: dict[str, Callable[[list, dict, list], Any]] = {
     "MEAN_F32": _mean_f32,
     "SOFTMAX_F32": lambda a, p, outs: t(a[0]).softmax(p["axis"]).numpy(),
-    "SOFTMAX_S8": lambda a, p, outs: softmax(a[0], p["input_multiplier"], p["input_left_shift"], p["diff_min"]),
+    "SOFTMAX_S8": lambda a, p, outs: softmax(a[0], p["input_multiplier"], p["input_left_shift"], p["diff_min"],
+                                             table=a[1] if len(a) > 1 else None),
     "SOFTMAX_S16": lambda a, p, outs: softmax_s16(a[0], p["input_multiplier"], p["input_left_shift"], a[1], a[2]),
     "SOFTMAX_MASKED_S8": lambda a, p, outs: softmax(a[0], p["input_multiplier"], p["input_left_shift"],
-                                                    p["diff_min"], a[1]),
+                                                    p["diff_min"], a[1], a[2] if len(a) > 2 else None),
     "SOFTMAX_MASKED_S16": lambda a, p, outs: softmax_s16(a[0], p["input_multiplier"], p["input_left_shift"],
                                                          a[1], a[2], a[3]),
     "LOG_SOFTMAX_F32": lambda a, p, outs: t(a[0]).log_softmax(p["axis"]).numpy(),

@@ -114,9 +114,9 @@ void mean_s16_run(const OpContext& ctx) {
 
 // ---- softmax with a constant mask over the last axis ----------------------------------
 
-// The mask, the last input: U8 [mask_rows, cols], mask_rows dividing the rows.
-Error mask_check(const OpContext& ctx, const schema::QuantMaskedSoftmaxArgs& a) {
-  const Operand& m = ctx.input(ctx.num_inputs() - 1);
+// The mask, input `index`: U8 [mask_rows, cols], mask_rows dividing the rows.
+Error mask_check(const OpContext& ctx, const schema::QuantMaskedSoftmaxArgs& a, uint32_t index) {
+  const Operand& m = ctx.input(index);
   const int32_t rank = int32_t(ctx.input(0).rank);
   const int64_t rows = check::extent(a.x, 0, rank - 1);
   TMCU_CHECK(check::is(m, DType::U8, 2), Error::InvalidOp);
@@ -125,13 +125,15 @@ Error mask_check(const OpContext& ctx, const schema::QuantMaskedSoftmaxArgs& a) 
   return Error::Ok;
 }
 
+// x, mask [, exp table (int32 [256])] -> y.
 Error masked_s8_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
+  TMCU_CHECK(check::counts(ctx, 2, 3, 1) &&
+                 (ctx.num_inputs() == 2 || check::vector(ctx.input(2), DType::I32, 256)) &&
                  check::args<schema::QuantMaskedSoftmaxArgs>(ctx, OpParams::QuantSoftmaxParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantMaskedSoftmaxArgs>();
   TMCU_TRY(same_shape(ctx, a, DType::I8));
-  TMCU_TRY(mask_check(ctx, a));
+  TMCU_TRY(mask_check(ctx, a, 1));
   TMCU_CHECK(a.input_left_shift >= 0 && a.input_left_shift <= 31 && a.diff_min <= 0 &&
                  int64_t(a.diff_min) * (int64_t{1} << a.input_left_shift) >= INT32_MIN,
              Error::InvalidOp);
@@ -143,7 +145,7 @@ void masked_s8_run(const OpContext& ctx) {
   const int32_t rank = int32_t(ctx.input(0).rank);
   softmax_rows_s8(ctx.in<const int8_t>(0), int32_t(check::extent(a.x, 0, rank - 1)), a.x[rank - 1],
                   a.input_multiplier, a.input_left_shift, a.diff_min, ctx.in<const uint8_t>(1), a.mask[0],
-                  ctx.out<int8_t>(0));
+                  ctx.out<int8_t>(0), ctx.num_inputs() == 3 ? ctx.in<const int32_t>(2) : nullptr);
 }
 
 Error masked_s16_check(const OpContext& ctx) {
@@ -152,7 +154,7 @@ Error masked_s16_check(const OpContext& ctx) {
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantMaskedSoftmaxArgs>();
   TMCU_TRY(same_shape(ctx, a, DType::I16));
-  TMCU_TRY(mask_check(ctx, a));
+  TMCU_TRY(mask_check(ctx, a, 3));
   TMCU_CHECK(a.x[ctx.input(0).rank - 1] <= 32768 && check::vector(ctx.input(1), DType::I16, 513) &&
                  check::vector(ctx.input(2), DType::I16, 513) && a.input_multiplier >= 0 &&
                  a.input_left_shift >= -31 && a.input_left_shift <= 30,

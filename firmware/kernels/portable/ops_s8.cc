@@ -12,6 +12,7 @@
 #include "kernels/check.h"
 #include "kernels/portable/kernels.h"
 #include "kernels/portable/portable_s8.h"
+#include "kernels/portable/reductions.h"
 #include "kernels/portable/requantize_s8.h"
 
 namespace torchmcu {
@@ -354,8 +355,10 @@ void avg_pool_run(const OpContext& ctx) {
 
 // ---- softmax over the last axis ----------------------------------------------
 
+// An optional second input: the exp table (int32 [256], reductions.h).
 Error softmax_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 1, 1, 1) &&
+  TMCU_CHECK(check::counts(ctx, 1, 2, 1) &&
+                 (ctx.num_inputs() == 1 || check::vector(ctx.input(1), DType::I32, 256)) &&
                  check::args<schema::QuantSoftmaxArgs>(ctx, OpParams::QuantSoftmaxParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantSoftmaxArgs>();
@@ -377,8 +380,9 @@ Error softmax_check(const OpContext& ctx) {
 void softmax_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantSoftmaxArgs>();
   const int32_t rank = int32_t(ctx.input(0).rank);
-  softmax_s8(ctx.in<const int8_t>(0), int32_t(check::extent(a.x, 0, rank - 1)), a.x[rank - 1],
-             a.input_multiplier, a.input_left_shift, a.diff_min, ctx.out<int8_t>(0));
+  softmax_rows_s8(ctx.in<const int8_t>(0), int32_t(check::extent(a.x, 0, rank - 1)), a.x[rank - 1],
+                  a.input_multiplier, a.input_left_shift, a.diff_min, nullptr, 1, ctx.out<int8_t>(0),
+                  ctx.num_inputs() == 2 ? ctx.in<const int32_t>(1) : nullptr);
 }
 
 // ---- element-wise: quantize, dequantize, clamp, table lookup ------------------

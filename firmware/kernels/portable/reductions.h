@@ -48,9 +48,13 @@ void mean_s16(const int16_t* in, const int32_t* dims, int32_t rank, uint32_t axi
 /// softmax_s8 over rows of row_size, with row r masked by mask row r %
 /// mask_rows (nonzero: the entry is left out of the max and the sum and
 /// outputs -128; a row with none left is all -128). mask null: softmax_s8.
+/// exp_table (null: computed): int32 [256], entry d + 255 the exponential of
+/// a difference d (d >= diff_min), which softmax_exp_table of
+/// aot/torchmcu/reference/reduce.py tabulates: each element costs a lookup
+/// instead of two fixed-point exponentials (int8 differences take 256 values).
 void softmax_rows_s8(const int8_t* in, int32_t num_rows, int32_t row_size, int32_t input_multiplier,
                      int32_t input_left_shift, int32_t diff_min, const uint8_t* mask, int32_t mask_rows,
-                     int8_t* out);
+                     int8_t* out, const int32_t* exp_table);
 
 /// softmax_s16 with a mask (not null) as softmax_rows_s8's; masked entries output 0.
 void softmax_rows_s16(const int16_t* in, int32_t rows, int32_t cols, int32_t multiplier, int32_t shift,

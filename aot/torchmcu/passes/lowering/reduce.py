@@ -8,7 +8,8 @@ ops: MEAN_F32, MEAN_S8/S16 (TFLite's integer MEAN); SOFTMAX at F32, S8 and
 S16 over any axis (the integer ones over the last physical axis: the input
 is laid out so), with TFLite's beta; SOFTMAX_MASKED_S8/S16 for a constant
 mask; LOG_SOFTMAX at F32 and S8 (TFLite's, output 16/256, 127). Reference
-twin: reference/reduce.py.
+twin: reference/reduce.py. The int8 softmax takes the exponentials of its
+256 possible differences as a table.
 """
 
 from __future__ import annotations
@@ -195,11 +196,15 @@ def _softmax_s8(lay, n: Node) -> None:
     out = lay.activation(n.name, lay.p.tensors[tid].dims, like=n.out)
     beta = n.attrs.get("beta", 1.0)
     params = {**{k: int(v) for k, v in reference.softmax_params(s_in, beta).items()}, "beta": beta}
+    # The exponentials of the 256 int8 differences, tabulated (1 KB of flash):
+    # a lookup per element instead of two fixed-point exponentials.
+    table = lay.constant(f"{n.name}_exp", reference.reduce.softmax_exp_table(
+        params["input_multiplier"], params["input_left_shift"], params["diff_min"]), "I32")
     if len(n.inputs) > 1:
-        lay.emit("SOFTMAX_MASKED_S8", [tid, _mask(lay, n, order)], [out], ("QuantSoftmaxParams", params), n,
+        lay.emit("SOFTMAX_MASKED_S8", [tid, _mask(lay, n, order), table], [out], ("QuantSoftmaxParams", params), n,
                  "softmax")
     else:
-        lay.emit("SOFTMAX_S8", [tid], [out], ("QuantSoftmaxParams", params), n, "softmax")
+        lay.emit("SOFTMAX_S8", [tid, table], [out], ("QuantSoftmaxParams", params), n, "softmax")
     lay.val[n.out] = (out, order)
 
 

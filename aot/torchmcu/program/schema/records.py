@@ -195,8 +195,10 @@ def _rows_cols_of_x(ins: list, outs: list) -> dict[str, Any]:
 
 
 def _masked_softmax(ins: list, outs: list) -> dict[str, Any]:
-    """x and y; the mask is the last input."""
-    return dict(_x_y(ins, outs), mask=_dims(ins[-1] if len(ins) > 1 else None, 2))
+    """x and y; the mask: input 1 (int8: then an optional exp table) or 3
+    (int16, after its two tables), whichever is the U8 one."""
+    mask = next((t for t in ins[1:] if t and t.get("dtype") == "U8"), None)
+    return dict(_x_y(ins, outs), mask=_dims(mask, 2))
 
 
 SHAPES: dict[str, Shapes] = {
