@@ -11,7 +11,7 @@ QEMU, check them bit for bit against the NumPy reference, and print
 instructions per inference (QEMU -icount: instructions, not cycles), the
 instructions of each op kind, RAM (activations planned, the liveness lower
 bound) and flash, and SQNR against the float model. CMSIS-NN needs
-TORCHMCU_CMSIS_NN_DIR. Writes bench/transformer-<board>.json.
+TORCHMCU_CMSIS_NN_DIR. Writes bench/<model>-<board>.json.
 """
 
 from __future__ import annotations
