@@ -11,11 +11,11 @@ of `cols` values x at zero point zp:
     V = cols * Q - S^2 + E,  E = round(cols^2 * eps / s_in^2)   (= cols^2 (var + eps) / s_in^2)
     c = cols * d - S                                            (= cols (x - mean) / s_in)
     n = c / sqrt(V) in Q16:  V * 4^k in [2^60, 2^62), r = isqrt(V * 4^k),
-        M = round(2^61 / r), n = (c * M + 2^(h - 1)) >> h with h = 45 - k
+        M = round(2^60 / r), n = (c * M + 2^(h - 1)) >> h with h = 44 - k
     out = clamp(requantize(sat32(n * gamma_q + beta_q), multiplier, shift) + zp_out)
 
 n is the normalised value (x - mean) / sqrt(var + eps) times 2^16, exact to
-about 2^-30 relative but for the final rounding; gamma is int8 symmetric
+about 2^-29 relative but for the final rounding; gamma is int8 symmetric
 per tensor (s_gamma = max |gamma| / 127), beta int32 at 2^-16 * s_gamma,
 and (multiplier, shift) = QuantizeMultiplier(2^-16 * s_gamma / s_out). The
 bounds: cols <= 4096 keeps |c| < 2^29, V < 2^62, |n| <= sqrt(cols) 2^16 <=
@@ -116,8 +116,8 @@ def layer_norm_rows(x: np.ndarray, zp: int, eps_term: int) -> np.ndarray:
             continue  # a constant row without eps: (x - mean) is 0 throughout
         k = (62 - v.bit_length()) // 2
         r = math.isqrt(v << (2 * k))
-        m = ((1 << 61) + r // 2) // r
-        h = 61 - LN_FRACTION_BITS - k
+        m = ((1 << 60) + r // 2) // r  # in (2^29, 2^30]: c * m is one 32 x 32-bit product
+        h = 60 - LN_FRACTION_BITS - k
         c = cols * d[i] - s[i]
         out[i] = (c * m + (1 << (h - 1))) >> h
     return out.reshape(x.shape)

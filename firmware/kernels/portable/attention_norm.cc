@@ -39,18 +39,20 @@ void layer_norm_q(const T* in, const int8_t* gamma, const int32_t* beta, T* out,
     }
     // cols^2 (var + eps) / s_in^2: below 2^56 + 2^62 - 2^57 < 2^62 (cols <= 4096, |d| < 2^16).
     const int64_t v = int64_t(cols) * q - s * s + p.eps_term;
-    int64_t m = 0;
+    int32_t m = 0;
     int32_t h = 1;
     if (v > 0) {  // 0: a constant row without eps, where every x - mean is 0
       const int32_t k = (62 - (64 - __builtin_clzll(uint64_t(v)))) / 2;
       const uint64_t root = isqrt64(uint64_t(v) << (2 * k));  // in [2^30, 2^31)
-      m = int64_t(((uint64_t{1} << 61) + root / 2) / root);    // 2^61 / root, in (2^30, 2^31]
-      h = 61 - kLayerNormFractionBits - k;                     // n = c m 2^(k - 45): Q16
+      m = int32_t(((uint64_t{1} << 60) + root / 2) / root);    // 2^60 / root, in (2^29, 2^30]
+      h = 60 - kLayerNormFractionBits - k;                     // n = c m 2^(k - 44): Q16
     }
+    const int32_t sum = int32_t(s);  // |S| <= cols 2^16 <= 2^28
     for (int32_t c = 0; c < cols; ++c) {
-      const int64_t centred = int64_t(cols) * (int64_t(in[c]) - p.input_zero_point) - s;  // |.| < 2^29
-      const int64_t n = (centred * m + (int64_t{1} << (h - 1))) >> h;
-      const int64_t acc = n * gamma[c] + beta[c];  // |n| <= 2^22 for any data
+      const int32_t centred = cols * (int32_t(in[c]) - p.input_zero_point) - sum;  // |.| < 2^29
+      // |n| <= sqrt(cols) 2^16 + 1 <= 2^22 + 1 for any data (Cauchy-Schwarz: c^2 <= cols V).
+      const int32_t n = int32_t((int64_t(centred) * m + (int64_t{1} << (h - 1))) >> h);
+      const int64_t acc = int64_t(n * gamma[c]) + beta[c];
       const int32_t acc32 = acc > INT32_MAX ? INT32_MAX : acc < INT32_MIN ? INT32_MIN : int32_t(acc);
       int32_t y = s8::requantize(acc32, p.output_multiplier, p.output_shift);
       y = y < lo ? lo : y > hi ? hi : y;

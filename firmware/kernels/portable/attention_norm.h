@@ -33,7 +33,7 @@ constexpr int64_t kLayerNormMaxEps = (int64_t{1} << 62) - (int64_t{1} << 57);
 /// The integer layer norm, per row of cols <= kLayerNormMaxCols: d = x - zp;
 /// V = cols sum d^2 - (sum d)^2 + eps_term; n = (cols d - sum d) / sqrt(V) in
 /// Q16 (integer square root of V scaled into [2^60, 2^62), its reciprocal
-/// in Q61, one rounding); out = clamp(requantize(sat32(n gamma + beta)) + zp_out).
+/// in Q60, one rounding); out = clamp(requantize(sat32(n gamma + beta)) + zp_out).
 void layer_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, int8_t* out, int32_t rows,
                    int32_t cols, const QuantLayerNormParams& p);
 void layer_norm_s16(const int16_t* in, const int8_t* gamma, const int32_t* beta, int16_t* out,
