@@ -360,3 +360,84 @@ class _Attend(nn.Module):
         b, t, d = x.shape
         q, k, v = (f(x).view(b, t, 2, 8).transpose(1, 2) for f in (self.q, self.k, self.v))
         return self.o(SDPA(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d))
+
+
+# ------------------------------------------------------------------ load-time checks
+
+INVALID_TENSOR, INVALID_OP = 0x23, 0x24  # firmware/core/error.h
+
+
+def test_corrupted_programs_are_refused_at_load(tmp_path: Path, host_runner) -> None:
+    """The new kernels' load-time checks (layer norm, masked softmax, batched
+    products, PReLU, GLU, the float activations): a bad parameter or operand
+    makes Method::load fail with its error, with no sanitizer report."""
+    import copy
+    import subprocess
+
+    from torchmcu.program import serialize
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norm, self.glu, self.act = nn.LayerNorm(8), nn.Linear(8, 16), nn.PReLU(4)
+            self.register_buffer("mask", _keep(4, 4))
+
+        def forward(self, x):
+            h = self.act(F.glu(self.glu(self.norm(x)), -1))
+            return SDPA(h, h, F.silu(h), attn_mask=self.mask)
+
+    shapes = [(1, 4, 8)]
+    progs = {}
+    for quant in ("float32", "int8"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            c = compile(Block().eval(), (torch.randn(*shapes[0]),), "mps3-an547", tmp_path / quant, quant=quant,
+                        calibration=calib(shapes), progress=False)
+        progs[quant] = (schema.decode(c.pte), c.pte)
+
+    def first(t, code):
+        return next(op for op in t["ops"] if op["code"] == code)
+
+    def params(code, **kw):
+        return lambda t: first(t, code)["params"][1].update(kw)
+
+    def tensor(code, k, **kw):
+        return lambda t: t["tensors"][first(t, code)["inputs"][k]].update(kw)
+
+    def has(quant, code):
+        return any(op["code"] == code for op in progs[quant][0]["ops"])
+
+    cases = [
+        ("int8", "LAYER_NORM_S8", "negative eps", params("LAYER_NORM_S8", eps_hi=-1), INVALID_OP),
+        ("int8", "LAYER_NORM_S8", "short gamma", tensor("LAYER_NORM_S8", 1, dims=[4], nbytes=4), INVALID_OP),
+        ("int8", "LAYER_NORM_S8", "output zero point 300", params("LAYER_NORM_S8", output_zero_point=300),
+         INVALID_OP),
+        ("int8", "SOFTMAX_MASKED_S8", "mask rows 3 of 4", tensor("SOFTMAX_MASKED_S8", 1, dims=[3, 4], nbytes=12),
+         INVALID_OP),
+        ("int8", "SOFTMAX_MASKED_S8", "exp table of 255", tensor("SOFTMAX_MASKED_S8", 2, dims=[255], nbytes=1020),
+         INVALID_OP),
+        ("int8", "BATCH_MATMUL_S8", "not transposed", params("BATCH_MATMUL_S8", adj_y=False), INVALID_OP),
+        ("int8", "PRELU_S8", "alpha offset 300", params("PRELU_S8", alpha_offset=300), INVALID_OP),
+        ("int8", "GLU_S8", "axis 7", params("GLU_S8", axis=7), INVALID_OP),
+        ("float32", "ACTIVATION_F32", "function 9", params("ACTIVATION_F32", fn=9), INVALID_OP),
+        ("float32", "LAYER_NORM_F32", "short beta", tensor("LAYER_NORM_F32", 2, dims=[7], nbytes=28), INVALID_OP),
+        ("float32", "GLU_F32", "axis -1", params("GLU_F32", axis=-1), INVALID_OP),
+    ]
+    io = {q: tmp_path / f"io_{q}.bin" for q in progs}
+    for q in progs:
+        io[q].write_bytes(runner.io_blob([[np.zeros(shapes[0], np.float32)]]))
+    checked = 0
+    for quant, code, name, edit, status in cases:
+        if not has(quant, code):  # (a product whose b is not transposed: adj_y already 0)
+            continue
+        tree, pte = progs[quant]
+        t = copy.deepcopy(tree)
+        edit(t)
+        path = tmp_path / "v.pte"
+        path.write_bytes(serialize.to_pte(t, pte[tree["constant_offset"]:]))
+        proc = subprocess.run([str(host_runner), str(path), str(io[quant])], capture_output=True, text=True,
+                              check=False, errors="replace", timeout=60)
+        assert "runtime error" not in proc.stderr and "AddressSanitizer" not in proc.stderr, proc.stderr[-2000:]
+        assert proc.returncode == status, f"{name}: exit {proc.returncode:#x}\n{proc.stdout[-500:]}"
+        checked += 1
+    assert checked >= 9
