@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-NP_DTYPES = {"F32": np.float32, "I8": np.int8, "I32": np.int32, "I4": np.int8, "I16": np.int16, "I64": np.int64}  # I4: values, packed on serialize
+NP_DTYPES = {"F32": np.float32, "I8": np.int8, "I32": np.int32, "I4": np.int8, "I16": np.int16, "I64": np.int64,
+             "U8": np.uint8}  # I4: values, packed on serialize
 
 
 @dataclass

@@ -93,8 +93,31 @@ enum class OpCode : uint16_t {
   ADAPTIVE_AVG_POOL2D_F32 = 67,
   ADAPTIVE_AVG_POOL2D_S8 = 68,
   ADAPTIVE_AVG_POOL2D_S16 = 69,
+  ACTIVATION_F32 = 80,
+  LUT_S16 = 81,
+  PRELU_F32 = 82,
+  PRELU_S8 = 83,
+  PRELU_S16 = 84,
+  SUB_F32 = 85,
+  SUB_S8 = 86,
+  SUB_S16 = 87,
+  DIV_F32 = 88,
+  DIV_S8 = 89,
+  LOG_SOFTMAX_F32 = 90,
+  LOG_SOFTMAX_S8 = 91,
+  MEAN_S8 = 92,
+  MEAN_S16 = 93,
+  LAYER_NORM_F32 = 94,
+  LAYER_NORM_S8 = 95,
+  LAYER_NORM_S16 = 96,
+  GLU_F32 = 97,
+  GLU_S8 = 98,
+  GLU_S16 = 99,
+  SOFTMAX_MASKED_S8 = 100,
+  SOFTMAX_MASKED_S16 = 101,
+  BATCH_MATMUL_S16 = 102,
 };
-constexpr uint32_t kNumOpCode = 70;
+constexpr uint32_t kNumOpCode = 103;
 
 enum class OpParams : uint8_t {
   NONE = 0,
@@ -119,6 +142,16 @@ enum class OpParams : uint8_t {
   EthosUParams = 19,
   ResizeParams = 20,
   SliceParams = 21,
+  ActivationParams = 22,
+  QuantPreluParams = 23,
+  QuantDivParams = 24,
+  QuantLogSoftmaxParams = 25,
+  QuantMeanParams = 26,
+  LayerNormParams = 27,
+  QuantLayerNormParams = 28,
+  GluParams = 29,
+  QuantGluParams = 30,
+  BatchMatmulParams = 31,
 };
 
 struct InitCopy {
@@ -571,11 +604,13 @@ struct BatchMatmulArgs {
   int32_t a[6];
   int32_t b[6];
   int32_t y[6];
+  int32_t adj_y;
 };
-static_assert(sizeof(BatchMatmulArgs) == 72 && alignof(BatchMatmulArgs) == 4, "BatchMatmulArgs: flatbuffers layout");
+static_assert(sizeof(BatchMatmulArgs) == 76 && alignof(BatchMatmulArgs) == 4, "BatchMatmulArgs: flatbuffers layout");
 static_assert(offsetof(BatchMatmulArgs, a) == 0, "BatchMatmulArgs.a");
 static_assert(offsetof(BatchMatmulArgs, b) == 24, "BatchMatmulArgs.b");
 static_assert(offsetof(BatchMatmulArgs, y) == 48, "BatchMatmulArgs.y");
+static_assert(offsetof(BatchMatmulArgs, adj_y) == 72, "BatchMatmulArgs.adj_y");
 
 struct QuantBatchMatmulArgs {
   int32_t a[6];
@@ -588,8 +623,9 @@ struct QuantBatchMatmulArgs {
   int32_t output_offset;
   int32_t act_min;
   int32_t act_max;
+  int32_t adj_y;
 };
-static_assert(sizeof(QuantBatchMatmulArgs) == 100 && alignof(QuantBatchMatmulArgs) == 4, "QuantBatchMatmulArgs: flatbuffers layout");
+static_assert(sizeof(QuantBatchMatmulArgs) == 104 && alignof(QuantBatchMatmulArgs) == 4, "QuantBatchMatmulArgs: flatbuffers layout");
 static_assert(offsetof(QuantBatchMatmulArgs, a) == 0, "QuantBatchMatmulArgs.a");
 static_assert(offsetof(QuantBatchMatmulArgs, b) == 24, "QuantBatchMatmulArgs.b");
 static_assert(offsetof(QuantBatchMatmulArgs, y) == 48, "QuantBatchMatmulArgs.y");
@@ -600,6 +636,7 @@ static_assert(offsetof(QuantBatchMatmulArgs, output_shift) == 84, "QuantBatchMat
 static_assert(offsetof(QuantBatchMatmulArgs, output_offset) == 88, "QuantBatchMatmulArgs.output_offset");
 static_assert(offsetof(QuantBatchMatmulArgs, act_min) == 92, "QuantBatchMatmulArgs.act_min");
 static_assert(offsetof(QuantBatchMatmulArgs, act_max) == 96, "QuantBatchMatmulArgs.act_max");
+static_assert(offsetof(QuantBatchMatmulArgs, adj_y) == 100, "QuantBatchMatmulArgs.adj_y");
 
 struct ResizeArgs {
   int32_t x[4];
@@ -658,6 +695,190 @@ static_assert(offsetof(SliceArgs, begin) == 48, "SliceArgs.begin");
 static_assert(offsetof(SliceArgs, step) == 72, "SliceArgs.step");
 static_assert(offsetof(SliceArgs, begin_size) == 96, "SliceArgs.begin_size");
 static_assert(offsetof(SliceArgs, step_size) == 100, "SliceArgs.step_size");
+
+struct ActivationArgs {
+  int32_t fn;
+  float alpha;
+};
+static_assert(sizeof(ActivationArgs) == 8 && alignof(ActivationArgs) == 4, "ActivationArgs: flatbuffers layout");
+static_assert(offsetof(ActivationArgs, fn) == 0, "ActivationArgs.fn");
+static_assert(offsetof(ActivationArgs, alpha) == 4, "ActivationArgs.alpha");
+
+struct QuantPreluArgs {
+  int32_t a[6];
+  int32_t b[6];
+  int32_t y[6];
+  int32_t input_offset;
+  int32_t alpha_offset;
+  int32_t output_offset;
+  int32_t output_multiplier_1;
+  int32_t output_shift_1;
+  int32_t output_multiplier_2;
+  int32_t output_shift_2;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantPreluArgs) == 108 && alignof(QuantPreluArgs) == 4, "QuantPreluArgs: flatbuffers layout");
+static_assert(offsetof(QuantPreluArgs, a) == 0, "QuantPreluArgs.a");
+static_assert(offsetof(QuantPreluArgs, b) == 24, "QuantPreluArgs.b");
+static_assert(offsetof(QuantPreluArgs, y) == 48, "QuantPreluArgs.y");
+static_assert(offsetof(QuantPreluArgs, input_offset) == 72, "QuantPreluArgs.input_offset");
+static_assert(offsetof(QuantPreluArgs, alpha_offset) == 76, "QuantPreluArgs.alpha_offset");
+static_assert(offsetof(QuantPreluArgs, output_offset) == 80, "QuantPreluArgs.output_offset");
+static_assert(offsetof(QuantPreluArgs, output_multiplier_1) == 84, "QuantPreluArgs.output_multiplier_1");
+static_assert(offsetof(QuantPreluArgs, output_shift_1) == 88, "QuantPreluArgs.output_shift_1");
+static_assert(offsetof(QuantPreluArgs, output_multiplier_2) == 92, "QuantPreluArgs.output_multiplier_2");
+static_assert(offsetof(QuantPreluArgs, output_shift_2) == 96, "QuantPreluArgs.output_shift_2");
+static_assert(offsetof(QuantPreluArgs, act_min) == 100, "QuantPreluArgs.act_min");
+static_assert(offsetof(QuantPreluArgs, act_max) == 104, "QuantPreluArgs.act_max");
+
+struct QuantDivArgs {
+  int32_t a[6];
+  int32_t b[6];
+  int32_t y[6];
+  int32_t input1_offset;
+  int32_t input2_offset;
+  int32_t output_multiplier;
+  int32_t output_shift;
+  int32_t output_offset;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantDivArgs) == 100 && alignof(QuantDivArgs) == 4, "QuantDivArgs: flatbuffers layout");
+static_assert(offsetof(QuantDivArgs, a) == 0, "QuantDivArgs.a");
+static_assert(offsetof(QuantDivArgs, b) == 24, "QuantDivArgs.b");
+static_assert(offsetof(QuantDivArgs, y) == 48, "QuantDivArgs.y");
+static_assert(offsetof(QuantDivArgs, input1_offset) == 72, "QuantDivArgs.input1_offset");
+static_assert(offsetof(QuantDivArgs, input2_offset) == 76, "QuantDivArgs.input2_offset");
+static_assert(offsetof(QuantDivArgs, output_multiplier) == 80, "QuantDivArgs.output_multiplier");
+static_assert(offsetof(QuantDivArgs, output_shift) == 84, "QuantDivArgs.output_shift");
+static_assert(offsetof(QuantDivArgs, output_offset) == 88, "QuantDivArgs.output_offset");
+static_assert(offsetof(QuantDivArgs, act_min) == 92, "QuantDivArgs.act_min");
+static_assert(offsetof(QuantDivArgs, act_max) == 96, "QuantDivArgs.act_max");
+
+struct QuantLogSoftmaxArgs {
+  int32_t x[6];
+  int32_t y[6];
+  int32_t input_multiplier;
+  int32_t input_left_shift;
+  int32_t reverse_scaling_divisor;
+  int32_t reverse_scaling_right_shift;
+  int32_t diff_min;
+};
+static_assert(sizeof(QuantLogSoftmaxArgs) == 68 && alignof(QuantLogSoftmaxArgs) == 4, "QuantLogSoftmaxArgs: flatbuffers layout");
+static_assert(offsetof(QuantLogSoftmaxArgs, x) == 0, "QuantLogSoftmaxArgs.x");
+static_assert(offsetof(QuantLogSoftmaxArgs, y) == 24, "QuantLogSoftmaxArgs.y");
+static_assert(offsetof(QuantLogSoftmaxArgs, input_multiplier) == 48, "QuantLogSoftmaxArgs.input_multiplier");
+static_assert(offsetof(QuantLogSoftmaxArgs, input_left_shift) == 52, "QuantLogSoftmaxArgs.input_left_shift");
+static_assert(offsetof(QuantLogSoftmaxArgs, reverse_scaling_divisor) == 56, "QuantLogSoftmaxArgs.reverse_scaling_divisor");
+static_assert(offsetof(QuantLogSoftmaxArgs, reverse_scaling_right_shift) == 60, "QuantLogSoftmaxArgs.reverse_scaling_right_shift");
+static_assert(offsetof(QuantLogSoftmaxArgs, diff_min) == 64, "QuantLogSoftmaxArgs.diff_min");
+
+struct QuantMeanArgs {
+  int32_t x[6];
+  int32_t y[6];
+  uint32_t axis_mask;
+  int32_t input_zero_point;
+  int32_t output_zero_point;
+  int32_t multiplier;
+  int32_t shift;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantMeanArgs) == 76 && alignof(QuantMeanArgs) == 4, "QuantMeanArgs: flatbuffers layout");
+static_assert(offsetof(QuantMeanArgs, x) == 0, "QuantMeanArgs.x");
+static_assert(offsetof(QuantMeanArgs, y) == 24, "QuantMeanArgs.y");
+static_assert(offsetof(QuantMeanArgs, axis_mask) == 48, "QuantMeanArgs.axis_mask");
+static_assert(offsetof(QuantMeanArgs, input_zero_point) == 52, "QuantMeanArgs.input_zero_point");
+static_assert(offsetof(QuantMeanArgs, output_zero_point) == 56, "QuantMeanArgs.output_zero_point");
+static_assert(offsetof(QuantMeanArgs, multiplier) == 60, "QuantMeanArgs.multiplier");
+static_assert(offsetof(QuantMeanArgs, shift) == 64, "QuantMeanArgs.shift");
+static_assert(offsetof(QuantMeanArgs, act_min) == 68, "QuantMeanArgs.act_min");
+static_assert(offsetof(QuantMeanArgs, act_max) == 72, "QuantMeanArgs.act_max");
+
+struct LayerNormArgs {
+  int32_t rows;
+  int32_t cols;
+  float eps;
+};
+static_assert(sizeof(LayerNormArgs) == 12 && alignof(LayerNormArgs) == 4, "LayerNormArgs: flatbuffers layout");
+static_assert(offsetof(LayerNormArgs, rows) == 0, "LayerNormArgs.rows");
+static_assert(offsetof(LayerNormArgs, cols) == 4, "LayerNormArgs.cols");
+static_assert(offsetof(LayerNormArgs, eps) == 8, "LayerNormArgs.eps");
+
+struct QuantLayerNormArgs {
+  int32_t rows;
+  int32_t cols;
+  int32_t input_zero_point;
+  uint32_t eps_lo;
+  int32_t eps_hi;
+  int32_t output_multiplier;
+  int32_t output_shift;
+  int32_t output_zero_point;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantLayerNormArgs) == 40 && alignof(QuantLayerNormArgs) == 4, "QuantLayerNormArgs: flatbuffers layout");
+static_assert(offsetof(QuantLayerNormArgs, rows) == 0, "QuantLayerNormArgs.rows");
+static_assert(offsetof(QuantLayerNormArgs, cols) == 4, "QuantLayerNormArgs.cols");
+static_assert(offsetof(QuantLayerNormArgs, input_zero_point) == 8, "QuantLayerNormArgs.input_zero_point");
+static_assert(offsetof(QuantLayerNormArgs, eps_lo) == 12, "QuantLayerNormArgs.eps_lo");
+static_assert(offsetof(QuantLayerNormArgs, eps_hi) == 16, "QuantLayerNormArgs.eps_hi");
+static_assert(offsetof(QuantLayerNormArgs, output_multiplier) == 20, "QuantLayerNormArgs.output_multiplier");
+static_assert(offsetof(QuantLayerNormArgs, output_shift) == 24, "QuantLayerNormArgs.output_shift");
+static_assert(offsetof(QuantLayerNormArgs, output_zero_point) == 28, "QuantLayerNormArgs.output_zero_point");
+static_assert(offsetof(QuantLayerNormArgs, act_min) == 32, "QuantLayerNormArgs.act_min");
+static_assert(offsetof(QuantLayerNormArgs, act_max) == 36, "QuantLayerNormArgs.act_max");
+
+struct GluArgs {
+  int32_t x[6];
+  int32_t y[6];
+  int32_t axis;
+};
+static_assert(sizeof(GluArgs) == 52 && alignof(GluArgs) == 4, "GluArgs: flatbuffers layout");
+static_assert(offsetof(GluArgs, x) == 0, "GluArgs.x");
+static_assert(offsetof(GluArgs, y) == 24, "GluArgs.y");
+static_assert(offsetof(GluArgs, axis) == 48, "GluArgs.axis");
+
+struct QuantGluArgs {
+  int32_t x[6];
+  int32_t y[6];
+  int32_t axis;
+  int32_t input1_offset;
+  int32_t input2_offset;
+  int32_t output_multiplier;
+  int32_t output_shift;
+  int32_t output_offset;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantGluArgs) == 80 && alignof(QuantGluArgs) == 4, "QuantGluArgs: flatbuffers layout");
+static_assert(offsetof(QuantGluArgs, x) == 0, "QuantGluArgs.x");
+static_assert(offsetof(QuantGluArgs, y) == 24, "QuantGluArgs.y");
+static_assert(offsetof(QuantGluArgs, axis) == 48, "QuantGluArgs.axis");
+static_assert(offsetof(QuantGluArgs, input1_offset) == 52, "QuantGluArgs.input1_offset");
+static_assert(offsetof(QuantGluArgs, input2_offset) == 56, "QuantGluArgs.input2_offset");
+static_assert(offsetof(QuantGluArgs, output_multiplier) == 60, "QuantGluArgs.output_multiplier");
+static_assert(offsetof(QuantGluArgs, output_shift) == 64, "QuantGluArgs.output_shift");
+static_assert(offsetof(QuantGluArgs, output_offset) == 68, "QuantGluArgs.output_offset");
+static_assert(offsetof(QuantGluArgs, act_min) == 72, "QuantGluArgs.act_min");
+static_assert(offsetof(QuantGluArgs, act_max) == 76, "QuantGluArgs.act_max");
+
+struct QuantMaskedSoftmaxArgs {
+  int32_t x[6];
+  int32_t y[6];
+  int32_t mask[2];
+  int32_t input_multiplier;
+  int32_t input_left_shift;
+  int32_t diff_min;
+};
+static_assert(sizeof(QuantMaskedSoftmaxArgs) == 68 && alignof(QuantMaskedSoftmaxArgs) == 4, "QuantMaskedSoftmaxArgs: flatbuffers layout");
+static_assert(offsetof(QuantMaskedSoftmaxArgs, x) == 0, "QuantMaskedSoftmaxArgs.x");
+static_assert(offsetof(QuantMaskedSoftmaxArgs, y) == 24, "QuantMaskedSoftmaxArgs.y");
+static_assert(offsetof(QuantMaskedSoftmaxArgs, mask) == 48, "QuantMaskedSoftmaxArgs.mask");
+static_assert(offsetof(QuantMaskedSoftmaxArgs, input_multiplier) == 56, "QuantMaskedSoftmaxArgs.input_multiplier");
+static_assert(offsetof(QuantMaskedSoftmaxArgs, input_left_shift) == 60, "QuantMaskedSoftmaxArgs.input_left_shift");
+static_assert(offsetof(QuantMaskedSoftmaxArgs, diff_min) == 64, "QuantMaskedSoftmaxArgs.diff_min");
 
 class Arena;
 class Exec;

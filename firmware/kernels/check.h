@@ -155,8 +155,9 @@ TMCU_INLINE Error holds4(const Operand& o, const int32_t* dims) {
   return bytes(dims, 4, dtype_size(o.dtype)) == o.nbytes ? Error::Ok : Error::InvalidTensor;
 }
 
-/// BATCH_MATMUL_F32/S8 shapes: a [..., M, K], b [..., K, N], y [..., M, N]
-/// with the same batch dims, each operand holding its dims in the args
+/// BATCH_MATMUL_F32/S8/S16 shapes: a [..., M, K], b [..., K, N] ([..., N, K]
+/// when p.adj_y) and y [..., M, N], all of y's rank >= 2, a's and b's batch
+/// dims each y's or 1 (broadcast), each operand holding its dims in the args
 /// (p.a, p.b, p.y). Dtypes are the caller's to check.
 template <typename Args>
 Error batch_matmul_shapes(const OpContext& ctx, const Args& p) {
@@ -167,12 +168,13 @@ Error batch_matmul_shapes(const OpContext& ctx, const Args& p) {
   TMCU_TRY(holds(b, p.b));
   TMCU_TRY(holds(y, p.y));
   const int32_t r = int32_t(y.rank);
-  TMCU_CHECK(r >= 2 && a.rank == y.rank && b.rank == y.rank, Error::InvalidOp);
+  TMCU_CHECK(r >= 2 && a.rank == y.rank && b.rank == y.rank && (p.adj_y == 0 || p.adj_y == 1), Error::InvalidOp);
   for (int32_t d = 0; d < r - 2; ++d) {
-    TMCU_CHECK(p.a[d] == p.y[d] && p.b[d] == p.y[d], Error::InvalidOp);
+    TMCU_CHECK((p.a[d] == p.y[d] || p.a[d] == 1) && (p.b[d] == p.y[d] || p.b[d] == 1), Error::InvalidOp);
   }
-  TMCU_CHECK(p.a[r - 1] == p.b[r - 2] && p.a[r - 2] == p.y[r - 2] && p.b[r - 1] == p.y[r - 1],
-             Error::InvalidOp);
+  const int32_t k = p.adj_y ? p.b[r - 1] : p.b[r - 2];
+  const int32_t n = p.adj_y ? p.b[r - 2] : p.b[r - 1];
+  TMCU_CHECK(p.a[r - 1] == k && p.a[r - 2] == p.y[r - 2] && n == p.y[r - 1], Error::InvalidOp);
   return Error::Ok;
 }
 

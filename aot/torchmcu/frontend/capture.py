@@ -61,7 +61,7 @@ def _decompositions() -> dict[Any, Callable[..., Any]]:
         aten.unbind.int, aten.repeat.default, aten.pixel_shuffle.default, aten.pixel_unshuffle.default,
         aten.channel_shuffle.default,
         # activations and matmuls with a kernel under another name
-        aten.relu6.default, aten.clamp_min.default, aten.clamp_max.default, aten.glu.default,
+        aten.relu6.default, aten.clamp_min.default, aten.clamp_max.default,
         aten.addmm.default, aten.mv.default, aten.rsub.Scalar, aten.rsub.Tensor,
     ]))
     core = core_aten_decompositions()

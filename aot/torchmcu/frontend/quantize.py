@@ -41,6 +41,7 @@ fuses into the int8 kernel's clamp.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import sys
 import time
 from typing import Any
@@ -50,6 +51,7 @@ import torch
 from torch.fx import Node
 
 from ..errors import TorchMCUError
+from .attention import decompose_attention
 
 aten = torch.ops.aten
 
@@ -109,7 +111,11 @@ WEIGHTED = {aten.conv2d.default, aten.conv2d.padding, aten.linear.default, aten.
 # Transposed convolutions: weights [in, out, ...], per output channel along axis 1.
 TRANSPOSED = {aten.conv_transpose1d.default, aten.conv_transpose2d.input}
 ACTIVATIONS = {aten.relu.default, aten.relu6.default, aten.hardtanh.default, aten.clamp.default}
-BINARY = {aten.add.Tensor, aten.mul.Tensor}
+BINARY = {aten.add.Tensor, aten.mul.Tensor, aten.sub.Tensor, aten.div.Tensor}
+# An activation and a constant (a Python scalar or a parameter): the activation
+# and the output quantized, the constant by the lowering (TFLite's way).
+WITH_CONSTANT = {aten.add.Tensor, aten.add.Scalar, aten.sub.Tensor, aten.sub.Scalar, aten.mul.Tensor,
+                 aten.mul.Scalar, aten.div.Tensor, aten.div.Scalar, aten.rsub.Scalar, aten.rsub.Tensor}
 SHARED = {
     aten.max_pool2d.default, aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim,
     aten.flatten.using_ints, aten.view.default, aten.reshape.default, aten._unsafe_view.default,
@@ -128,11 +134,20 @@ SHARED = {
 # Two inputs and the output at one quantization (int8 max/min of the raw values).
 SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
 # Calibrated output, one activation input (int8 as a table lookup).
-CALIBRATED_UNARY = {aten.hardswish.default}
+CALIBRATED_UNARY = {
+    aten.hardswish.default,
+    # element-wise tables, PReLU, GLU, and the normalisations (their constants
+    # are quantized by the lowering)
+    aten.gelu.default, aten.silu.default, aten.hardsigmoid.default, aten.elu.default, aten.leaky_relu.default,
+    aten.exp.default, aten.rsqrt.default, aten.reciprocal.default, aten.neg.default, aten.prelu.default,
+    aten.glu.default, aten.layer_norm.default, aten.batch_norm.default,
+}
+LOG_SOFTMAX = {aten.log_softmax.int, aten._log_softmax.default}  # TFLite's int8 output: 16/256, 127
 MATMUL = {aten.bmm.default, aten.mm.default, aten.matmul.default}
 FIXED_OUTPUT = {  # TFLite's fixed output quantization for these ops
     aten.softmax.int: (1 / 256, -128), aten._softmax.default: (1 / 256, -128),
     aten.sigmoid.default: (1 / 256, -128), aten.tanh.default: (1 / 128, 0),
+    torch.ops.torchmcu.attention_softmax.default: (1 / 256, -128),  # frontend/attention.py
 }
 
 
@@ -148,9 +163,26 @@ def _is_activation(n: Any) -> bool:
     return True
 
 
+def _share_fixed_outputs(nodes: set[Node], fixed_type: Any, shared_type: Any) -> None:
+    """A consumer reads a fixed-quantization output (softmax, sigmoid, tanh) at
+    that quantization: no second observer, no requantization between them."""
+    for n in nodes:
+        ann = n.meta["quantization_annotation"]
+        for x, spec in list(ann.input_qspec_map.items()):
+            src = x.meta.get("quantization_annotation") if isinstance(x, Node) else None
+            if src is not None and isinstance(src.output_qspec, fixed_type) and not isinstance(
+                    spec, (fixed_type, shared_type)):
+                ann.input_qspec_map[x] = shared_type(x)
+
+
 def _make_quantizer_class():
     _quiet_torchao()
-    from torchao.quantization.pt2e.quantizer import QuantizationAnnotation, Quantizer, SharedQuantizationSpec
+    from torchao.quantization.pt2e.quantizer import (
+        FixedQParamsQuantizationSpec,
+        QuantizationAnnotation,
+        Quantizer,
+        SharedQuantizationSpec,
+    )
 
     class TorchMCUQuantizer(Quantizer):
         """int8 for CMSIS-NN / TFLite Micro kernels (see the module docstring)."""
@@ -206,10 +238,8 @@ def _make_quantizer_class():
                     mark(n, {x: act, w: wspec}, None if fused else act)
                     if fused is not None:
                         mark(fused, {}, act)
-                elif n.target in BINARY:
+                elif n.target in BINARY and _is_activation(n.args[0]) and _is_activation(n.args[1]):
                     a, b = n.args[0], n.args[1]
-                    if not (_is_activation(a) and _is_activation(b)):
-                        continue
                     users = list(n.users)
                     fused = users[0] if len(users) == 1 and users[0].target in ACTIVATIONS else None
                     mark(n, {a: act, b: act}, None if fused else act)
@@ -218,12 +248,28 @@ def _make_quantizer_class():
                 elif n.target in MATMUL:
                     a, b = n.args[0], n.args[1]
                     if not _is_activation(a):
+                        if _is_activation(b):  # a constant times an activation: the constant quantized later
+                            mark(n, {b: act}, act)
                         continue
                     if _is_activation(b):
                         mark(n, {a: act, b: act}, act)
                     elif isinstance(b, Node) and b.meta.get("val") is not None and b.meta["val"].dim() == 2:
                         # x @ W with W [K, N] a parameter: a linear layer, weights per output channel (N).
                         mark(n, {a: act, b: dataclasses.replace(weight, ch_axis=1)}, act)
+                    else:  # a constant of another rank: quantized per tensor by the lowering
+                        mark(n, {a: act}, act)
+                elif n.target in WITH_CONSTANT and sum(map(_is_activation, n.args[:2])) == 1:
+                    x = n.args[0] if _is_activation(n.args[0]) else n.args[1]
+                    mark(n, {x: act}, act)
+                elif n.target == aten._native_batch_norm_legit_no_training.default and _is_activation(n.args[0]):
+                    # functionalization's batch norm gives (output, mean, rstd): the output is item 0
+                    item = [u for u in n.users if u.target is operator.getitem and u.args[1] == 0]
+                    mark(n, {n.args[0]: act}, None)
+                    for u in item:
+                        mark(u, {}, act)
+                elif n.target in LOG_SOFTMAX and _is_activation(n.args[0]):
+                    # int16 has no TFLite log-softmax: a calibrated output (its op runs in float)
+                    mark(n, {n.args[0]: act}, fixed(16 / 256, 127) if act.dtype == torch.int8 else act)
                 elif n.target in SHARED_BINARY:
                     a, b = n.args[0], n.args[1]
                     if not (_is_activation(a) and _is_activation(b)):
@@ -248,11 +294,16 @@ def _make_quantizer_class():
                 elif n.target in ACTIVATIONS and _is_activation(n.args[0]):
                     # A standalone clamp keeps its input's quantization: an int8 min/max.
                     mark(n, {n.args[0]: act}, SharedQuantizationSpec((n.args[0], n)))
+            _share_fixed_outputs(done, FixedQParamsQuantizationSpec, SharedQuantizationSpec)
             unknown = sorted(set(self.precision) - self.matched)
             if unknown:
                 raise TorchMCUError(f"precision names {', '.join(unknown)}: no quantized op of the model has that "
                                     "module path or node name")
             return gm
+
+        def transform_for_annotation(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
+            """Attention taken apart, so its scores and probabilities are observed."""
+            return decompose_attention(model)
 
         def validate(self, gm: torch.fx.GraphModule) -> None:
             pass

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import INF, Graph, Node, drop_dead, replace_uses
+from .graph import Graph, Node, drop_dead, replace_uses
 from .lowering import ALL
 
 Q = tuple[float, int]
@@ -42,7 +42,7 @@ def int16_supported(g: Graph, n: Node, in_q: list[Q], out_q: Q) -> bool:
 def fold_batch_norm(g: Graph) -> None:
     """conv -> batch_norm (or linear -> batch_norm over features) becomes one
     op with scaled weights; a batch norm after anything else becomes a
-    per-channel multiply-add."""
+    per-channel multiply-add ("affine")."""
     new_nodes: list[Node] = []
     producer = {n.out: n for n in g.nodes}
     for n in g.nodes:
@@ -55,7 +55,7 @@ def fold_batch_norm(g: Graph) -> None:
         p = producer.get(x)  # type: ignore[arg-type]
         # Channels are dim 1 of the batch norm's input: a conv's output channel,
         # or a linear's output feature when its output is [N, C].
-        foldable = p is not None and isinstance(p.inputs[1], np.ndarray) and (
+        foldable = p is not None and len(p.inputs) > 1 and isinstance(p.inputs[1], np.ndarray) and (
             p.op == "conv2d" or (p.op == "linear" and len(g.shapes[p.out]) == 2))
         if foldable and len(g.users(p.out)) == 1 and not g.is_output(p.out):  # type: ignore[union-attr]
             w, b = p.inputs[1], p.inputs[2]  # type: ignore[union-attr]
@@ -63,11 +63,9 @@ def fold_batch_norm(g: Graph) -> None:
             p.inputs[2] = ((b if b is not None else 0) * scale + shift).astype(np.float32)  # type: ignore[union-attr]
             replace_uses(g, n.out, p.out)  # type: ignore[union-attr]
             continue
-        rank = len(g.shapes[x])  # type: ignore[index]
-        bshape = (1, -1) + (1,) * (rank - 2)
-        mid = g.new_value(g.shapes[x])  # type: ignore[index]
-        new_nodes.append(Node("mul", [x, scale.reshape(bshape)], dict(act=(-INF, INF)), mid, n.name, n.source))
-        new_nodes.append(Node("add", [mid, shift.reshape(bshape)], dict(act=(-INF, INF)), n.out, n.name, n.source))
+        # One node (x * scale + shift per channel), so an int8 model runs it as one
+        # integer op (passes/lowering/attention_norm.py).
+        new_nodes.append(Node("affine", [x, scale, shift], {}, n.out, n.name, n.source))
     g.nodes = new_nodes
 
 

@@ -17,6 +17,8 @@ INPLACE_CODES = frozenset({
     "CLAMP_F32", "CLAMP_S8", "SIGMOID_F32", "TANH_F32", "HARDSWISH_F32", "LUT_S8",
     "ADD_F32", "MUL_F32", "MAXIMUM_F32", "MINIMUM_F32",
     "ADD_S8", "MUL_S8", "MAXIMUM_S8", "MINIMUM_S8",
+    # C: element-wise
+    "ACTIVATION_F32", "LUT_S16", "SUB_F32", "SUB_S8", "SUB_S16", "DIV_F32", "DIV_S8",
 })
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..reference import conv, elementwise, pool_resize, quant, reduce, shape_views
+from ..reference import activations, attention_norm, conv, elementwise, pool_resize, quant, reduce, shape_views
 from . import schema
 
 NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": np.uint8, "I64": np.int64}
@@ -26,8 +26,10 @@ NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": 
 # also have the output's dims (not be broadcast).
 INPLACE: dict[str, tuple[int, ...]] = {
     **{c: (0,) for c in ("CLAMP_F32", "SIGMOID_F32", "TANH_F32", "HARDSWISH_F32", "CLAMP_S8", "LUT_S8", "COPY")},
+    **{c: (0,) for c in ("ACTIVATION_F32", "LUT_S16")},
     **{c: (0, 1) for c in ("ADD_F32", "MUL_F32", "MAXIMUM_F32", "MINIMUM_F32", "ADD_S8", "MUL_S8", "MAXIMUM_S8",
                            "MINIMUM_S8")},
+    **{c: (0, 1) for c in ("SUB_F32", "SUB_S8", "SUB_S16", "DIV_F32", "DIV_S8")},
 }
 
 
@@ -145,4 +147,5 @@ def run_reference(pte: bytes, samples: list[list[np.ndarray]]) -> list[np.ndarra
 # Op code -> its runner (args, params, output tensors) -> output, from each family.
 OPS: dict[str, Callable[[list, dict, list], Any]] = {
     **conv.OPS, **pool_resize.OPS, **elementwise.OPS, **reduce.OPS, **shape_views.OPS,
+    **activations.OPS, **attention_norm.OPS,
 }

@@ -13,7 +13,7 @@ from ..ir import PGraph
 from ..plan import Plan
 from . import schema
 
-PROGRAM_VERSION = 2  # firmware/core/program.h kProgramVersion
+PROGRAM_VERSION = 3  # firmware/core/program.h kProgramVersion
 SEGMENT_ALIGN = 16
 WIRE_DTYPES = {"F32": "<f4", "I8": "i1", "I16": "<i2", "I32": "<i4", "U8": "u1", "I64": "<i8"}  # I4: reference.pack_int4
 
@@ -35,7 +35,7 @@ def program_dict(p: PGraph, mem: Plan, arenas: list[ArenaSpec] | ArenaSpec) -> t
     arenas = [arenas] if isinstance(arenas, ArenaSpec) else list(arenas)
     hot = {h.tensor: h for h in mem.hot}
     segment = bytearray()
-    const_offsets: dict[int, int] = {}  # id(array base) -> offset: aliases share bytes
+    const_offsets: dict[tuple[int, int, int], int] = {}  # (id(base), start, bytes) -> offset: aliases share
     tensors = []
     copies = []
     for index, t in enumerate(p.tensors):
@@ -46,7 +46,11 @@ def program_dict(p: PGraph, mem: Plan, arenas: list[ArenaSpec] | ArenaSpec) -> t
             entry.update(channel_scales=list(t.channel_scales), channel_axis=t.channel_axis)
         if t.const is not None:
             base = t.const.base if t.const.base is not None else t.const
-            key = id(base)
+            # A view (a reshape) shares its base's bytes; slices of one base (a
+            # chunked parameter) are different bytes of it.
+            start = t.const.__array_interface__["data"][0] - (
+                base.__array_interface__["data"][0] if isinstance(base, np.ndarray) else 0)
+            key = (id(base), start, t.const.nbytes)
             if key not in const_offsets:
                 const_offsets[key] = len(segment)
                 if t.dtype == "I4":  # int4 values held unpacked in t.const

@@ -15,9 +15,16 @@ executes a whole compiled program with them.
 
 from __future__ import annotations
 
-from .conv import (
+from .activations import ACTIVATION_FN, glu, glu_params, glu_table, lut_s16, prelu, prelu_params, table_s8, table_s16
+from .attention_norm import (
                    batch_matmul,
                    batch_matmul_params,
+                   batch_matmul_s16,
+                   layer_norm_constants,
+                   layer_norm_params,
+                   layer_norm_q,
+)
+from .conv import (
                    conv2d,
                    conv2d_s16,
                    depthwise_conv2d,
@@ -32,6 +39,8 @@ from .elementwise import (
                    add_params_s16,
                    add_s16,
                    clamp,
+                   div,
+                   div_params,
                    gen_lut_s16,
                    hardswish,
                    lut,
@@ -41,6 +50,8 @@ from .elementwise import (
                    mul,
                    mul_params,
                    mul_s16,
+                   sub,
+                   sub_params,
 )
 from .pool_resize import avg_pool2d, avg_pool2d_s16, max_pool2d, max_pool2d_s16
 from .quant import (
@@ -60,7 +71,17 @@ from .quant import (
                    requantize_tensor,
                    unpack_int4,
 )
-from .reduce import softmax, softmax_luts_s16, softmax_params, softmax_params_s16, softmax_s16
+from .reduce import (
+                   log_softmax,
+                   log_softmax_params,
+                   mean_params,
+                   mean_q,
+                   softmax,
+                   softmax_luts_s16,
+                   softmax_params,
+                   softmax_params_s16,
+                   softmax_s16,
+)
 from .shape_views import pad, strided_slice
 
 __all__ = [
@@ -71,4 +92,8 @@ __all__ = [
     "max_pool2d_s16", "maximum", "minimum", "mul", "mul_params", "mul_s16", "pack_int4", "pad", "quantize",
     "quantize_multiplier", "quantize_s16", "requantize", "requantize_s64", "requantize_tensor", "softmax",
     "softmax_luts_s16", "softmax_params", "softmax_params_s16", "softmax_s16", "strided_slice", "unpack_int4",
+    # element-wise, reductions, normalisation, attention
+    "ACTIVATION_FN", "batch_matmul_s16", "div", "div_params", "glu", "glu_params", "glu_table", "layer_norm_constants",
+    "layer_norm_params", "layer_norm_q", "log_softmax", "log_softmax_params", "lut_s16", "mean_params", "mean_q",
+    "prelu", "prelu_params", "sub", "sub_params", "table_s8", "table_s16",
 ]

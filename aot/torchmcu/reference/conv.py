@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ._torch import act, nchw, nhwc, t
-from .quant import INT16_MAX, INT16_MIN, _check_i32, _f32, _output, _output_s16, quantize_multiplier
+from .quant import INT16_MAX, INT16_MIN, _check_i32, _output, _output_s16
 
 
 def _out_size(size, kernel, stride, pad, dilation):
@@ -129,25 +129,6 @@ def fold_linear_bias(bias, w: np.ndarray, input_offset: int) -> np.ndarray:
     w = np.asarray(w, dtype=np.int64)
     b = np.zeros(w.shape[0], dtype=np.int64) if bias is None else np.asarray(bias, np.int64)
     return _check_i32(b + int(input_offset) * w.sum(axis=1)).astype(np.int32)
-
-
-def batch_matmul_params(s_a: float, zp_a: int, s_b: float, zp_b: int, s_out: float, zp_out: int,
-                        act_min: int = -128, act_max: int = 127) -> dict:
-    """QuantBatchMatmulParams as TFLM's BATCH_MATMUL Prepare
-    (GetQuantizedConvolutionMultipler): QuantizeMultiplier(s_a * s_b / s_out)."""
-    m, sh = quantize_multiplier(_f32(s_a) * _f32(s_b) / _f32(s_out))
-    return dict(lhs_offset=-int(zp_a), rhs_offset=-int(zp_b), output_multiplier=m, output_shift=sh,
-                output_offset=int(zp_out), act_min=int(act_min), act_max=int(act_max))
-
-
-def batch_matmul(a: np.ndarray, b: np.ndarray, p: dict) -> np.ndarray:
-    """batch_matmul_s8 (TFLite's int8 BATCH_MATMUL, reference kernel): a [..., M, K],
-    b [..., K, N]; acc = sum_k (a + lhs_offset) * (b + rhs_offset) in int32, then
-    requantized per tensor. p: the batch_matmul_params dict."""
-    a = np.asarray(a, dtype=np.int64) + p["lhs_offset"]
-    b = np.asarray(b, dtype=np.int64) + p["rhs_offset"]
-    return _output(np.matmul(a, b), p["output_multiplier"], p["output_shift"], p["output_offset"],
-                   p["act_min"], p["act_max"])
 
 
 def conv2d_s16(x: np.ndarray, w: np.ndarray, bias, multiplier, shift, *, stride=(1, 1), pad=(0, 0),
@@ -337,8 +318,6 @@ OPS: dict[str, Callable[[list, dict, list], Any]] = {
     "LINEAR_F32": _linear_f32,
     "CONV2D_F32": _conv2d_f32,
     "DEPTHWISE_CONV2D_F32": _depthwise_f32,
-    "BATCH_MATMUL_F32": lambda a, p, outs: (t(a[0]) @ t(a[1])).numpy(),
-    "BATCH_MATMUL_S8": lambda a, p, outs: batch_matmul(a[0], a[1], p),
     "CONV2D_S16": lambda a, p, outs: conv2d_s16(a[0], a[1], a[2], a[3], a[4], **_conv_s16(p, outs[0])),
     "DEPTHWISE_CONV2D_S16": lambda a, p, outs: depthwise_conv2d_s16(
         a[0], a[1], a[2], a[3], a[4], depth_multiplier=p["multiplier"], **_conv_s16(p, outs[0])),

@@ -14,7 +14,10 @@ from .quant import (
     INT16_MAX,
     INT16_MIN,
     _check_i32,
+    _div_pow2,
     _f32,
+    _mul_sat,
+    _one_over_one_plus_x,
     _output,
     _round_half_away,
     _smaller_than_one,
@@ -181,6 +184,87 @@ def gen_lut_s16(fn: Callable[[np.ndarray], np.ndarray], input_min: float, input_
     return lut
 
 
+# ---- sub and div (TFLite's int8 SUB and DIV; SUB also at int16)
+
+def sub_params(s1: float, zp1: int, s2: float, zp2: int, s_out: float, zp_out: int,
+               act_min: int = -128, act_max: int = 127, bits: int = 8) -> dict:
+    """QuantAddParams for SUB as TFLM's CalculateOpDataSub: add_params'
+    scheme (left_shift 20 at int8, 15 at int16) with its ratios taken in
+    float32, as TFLM computes them for SUB (then widened)."""
+    f = np.float32
+    left_shift = 20 if bits == 8 else 15
+    twice_max = f(f(2) * max(f(s1), f(s2)))
+    m1, sh1 = _smaller_than_one(float(f(f(s1) / twice_max)))
+    m2, sh2 = _smaller_than_one(float(f(f(s2) / twice_max)))
+    mo, sho = _smaller_than_one(float(f(twice_max / f(f(1 << left_shift) * f(s_out)))))
+    return dict(input1_offset=-int(zp1), input1_multiplier=m1, input1_shift=sh1,
+                input2_offset=-int(zp2), input2_multiplier=m2, input2_shift=sh2,
+                left_shift=left_shift, output_multiplier=mo, output_shift=sho,
+                output_offset=int(zp_out), act_min=int(act_min), act_max=int(act_max))
+
+
+def sub(a: np.ndarray, b: np.ndarray, p: dict, dtype=np.int8) -> np.ndarray:
+    """sub_s8 / sub_s16 (TFLite's SUB): add's arithmetic with the rescaled
+    inputs subtracted; numpy broadcasting. p: sub_params (or add_params)."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    ls = np.int64(1) << p["left_shift"]
+    a2 = requantize((a + p["input1_offset"]) * ls, p["input1_multiplier"], p["input1_shift"])
+    b2 = requantize((b + p["input2_offset"]) * ls, p["input2_multiplier"], p["input2_shift"])
+    v = requantize(_check_i32(a2 - b2), p["output_multiplier"], p["output_shift"]) + p["output_offset"]
+    return np.clip(v, p["act_min"], p["act_max"]).astype(dtype)
+
+
+def div_params(s1: float, zp1: int, s2: float, zp2: int, s_out: float, zp_out: int,
+               act_min: int = -128, act_max: int = 127) -> dict:
+    """QuantDivParams as TFLM's CalculateOpDataDiv: QuantizeMultiplier of
+    s1 / (s2 * s_out), the ratio taken in float32."""
+    f = np.float32
+    m, sh = quantize_multiplier(float(f(f(s1) / f(f(s2) * f(s_out)))))
+    return dict(input1_offset=-int(zp1), input2_offset=-int(zp2), output_multiplier=m, output_shift=sh,
+                output_offset=int(zp_out), act_min=int(act_min), act_max=int(act_max))
+
+
+def _bit_length(v: np.ndarray) -> np.ndarray:
+    """Bits of non-negative int64 values (0 for 0)."""
+    v = np.asarray(v, np.int64)
+    out = np.zeros(v.shape, np.int64)
+    for k in range(63):
+        out += (v >> k) > 0
+    return out
+
+
+def div(a: np.ndarray, b: np.ndarray, p: dict) -> np.ndarray:
+    """div_s8 (TFLite's reference_ops::Div on int8), numpy broadcasting:
+    v1 = a + offset1, v2 = b + offset2 (signs moved so v2 > 0); the
+    reciprocal of v2 in Q0.31 with its exponent (GetReciprocal); v1 scaled
+    up by its headroom (CountLeadingSignBits), multiplied by the reciprocal,
+    then by output_multiplier, and divided by 2^(recip_shift + headroom -
+    output_shift), rounding half away from zero (an exponent beyond 31 gives
+    0, where TFLite's shift is undefined). A zero divisor gives act_max,
+    act_min or output_offset by the sign of v1 (x / 0: +-inf, 0 / 0)."""
+    v1 = np.asarray(a, np.int64) + p["input1_offset"]
+    v2 = np.asarray(b, np.int64) + p["input2_offset"]
+    v1, v2 = np.broadcast_arrays(v1, v2)
+    v1 = np.where(v2 < 0, -v1, v1)
+    v2 = np.abs(v2)
+    zero = v2 == 0
+    v2 = np.where(zero, 1, v2)
+    bl2 = _bit_length(v2)
+    headroom_plus_one = 32 - bl2
+    recip_shift = bl2 - 1
+    shifted = (v2 << headroom_plus_one) - (1 << 31)
+    inv = _one_over_one_plus_x(shifted)
+    mag = np.where(v1 < 0, -v1 - 1, v1)
+    headroom = 31 - _bit_length(mag)
+    q = _mul_sat(v1 << headroom, inv)
+    exponent = recip_shift + headroom - p["output_shift"]
+    hi = _mul_sat(q, p["output_multiplier"])
+    res = np.where(exponent > 31, 0, _div_pow2(hi, np.clip(exponent, 0, 31))) + p["output_offset"]
+    res = np.where(zero, np.where(v1 > 0, p["act_max"], np.where(v1 < 0, p["act_min"], p["output_offset"])), res)
+    return np.clip(res, p["act_min"], p["act_max"]).astype(np.int8)
+
+
 # ---- the interpreter's runners
 
 
@@ -209,4 +293,9 @@ OPS: dict[str, Callable[[list, dict, list], Any]] = {
     "MUL_F32": lambda a, p, outs: act(t(a[0]) * t(a[1]), p).numpy(),
     "MAXIMUM_F32": lambda a, p, outs: act(t(a[0]).maximum(t(a[1])), p).numpy(),
     "MINIMUM_F32": lambda a, p, outs: act(t(a[0]).minimum(t(a[1])), p).numpy(),
+    "SUB_F32": lambda a, p, outs: act(t(a[0]) - t(a[1]), p).numpy(),
+    "SUB_S8": lambda a, p, outs: sub(a[0], a[1], p),
+    "SUB_S16": lambda a, p, outs: sub(a[0], a[1], p, np.int16),
+    "DIV_F32": lambda a, p, outs: act(t(a[0]) / t(a[1]), p).numpy(),
+    "DIV_S8": lambda a, p, outs: div(a[0], a[1], p),
 }

@@ -206,6 +206,16 @@ def _mul_pow2(x, e: int):
     return np.where(x > thresh, INT32_MAX, np.where(x < -thresh, INT32_MIN, x << e))
 
 
+def _one_over_one_plus_x(val):
+    """1 / (1 + val) for val in [0, 1) Q0.31 (arm_nn_one_over_one_plus_x_for_x_in_0_1)."""
+    s = np.asarray(val, dtype=np.int64) + INT32_MAX
+    half_den = np.where(s >= 0, (s + 1) // 2, -((-s + 1) // 2))  # C division toward zero
+    x = 1515870810 + _mul_sat(half_den, -1010580540)
+    for _ in range(3):
+        x = x + _mul_pow2(_mul_sat(x, (1 << 29) - _mul_sat(half_den, x)), 2)
+    return _mul_pow2(x, 1)
+
+
 def pack_int4(values: np.ndarray) -> bytes:
     """int4 values (-8..7, any shape) packed two per byte over the flattened
     elements: element 2i in the low nibble of byte i, 2i + 1 in the high

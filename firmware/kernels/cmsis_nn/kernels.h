@@ -41,6 +41,9 @@ extern const Kernel kMaxPool2dS16;
 extern const Kernel kAvgPool2dS16;
 // conv + pool/resize (transpose_conv_s8.cc)
 extern const Kernel kTransposeConv2dS8;
+// C: attention (batch_matmul.cc)
+extern const Kernel kBatchMatmulS8;
+extern const Kernel kBatchMatmulS16;
 
 }  // namespace cmsis_nn
 }  // namespace torchmcu

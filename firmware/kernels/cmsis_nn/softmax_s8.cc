@@ -1,6 +1,8 @@
 // SOFTMAX_S8 over the last axis on arm_softmax_s8.
 //
-// Each exponential adds at most 2^19 to the row's sum, so rows shorter than
+// A program may give the exponentials as a table (an optional second input):
+// then the portable kernel, a lookup per element, runs instead. Each
+// exponential adds at most 2^19 to the row's sum, so rows shorter than
 // 512 keep the sum below 2^28, where CMSIS-NN's arithmetic is defined. Wider
 // rows (whose sum may reach 2^28: CMSIS-NN would shift by more than 31 bits)
 // run on the portable kernel, which defines that case.
@@ -20,7 +22,7 @@ void softmax_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantSoftmaxArgs>();
   const int32_t rank = int32_t(ctx.input(0).rank);
   const int32_t row = a.x[rank - 1];
-  if (row > kMaxRow) {
+  if (row > kMaxRow || ctx.num_inputs() > 1) {  // the exp table makes the portable kernel the faster
     portable::kSoftmaxS8.run(ctx);
     return;
   }

@@ -16,8 +16,9 @@ namespace portable {
 // inner run. Element strides are 0 on broadcast axes; axes are coalesced
 // first (size-1 axes dropped, neighbours with the same broadcast pattern
 // merged), so the common cases are one flat loop and the odometer runs rarely.
-template <typename T, typename Out, typename Op>
-void broadcast_binary(const T* a, const int32_t* a_dims, const T* b, const int32_t* b_dims,
+// a and b may be of different element types (PRELU_S16: int16 x, int8 alpha).
+template <typename TA, typename TB, typename Out, typename Op>
+void broadcast_binary(const TA* a, const int32_t* a_dims, const TB* b, const int32_t* b_dims,
                       Out* out, const int32_t* out_dims, int32_t rank, const Op& op) {
   // Index 0 is the innermost axis after coalescing.
   int32_t n[kMaxRank];

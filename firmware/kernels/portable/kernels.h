@@ -72,6 +72,31 @@ extern const Kernel kAdaptiveAvgPool2dS8;
 extern const Kernel kAdaptiveAvgPool2dS16;
 // capture / views / shape (slice.cc)
 extern const Kernel kSlice;
+// C: element-wise, reductions, normalisation and attention (ops_activations.cc,
+// ops_arith.cc, ops_reductions.cc, ops_attention_norm.cc)
+extern const Kernel kActivationF32;
+extern const Kernel kLutS16;
+extern const Kernel kPreluF32;
+extern const Kernel kPreluS8;
+extern const Kernel kPreluS16;
+extern const Kernel kSubF32;
+extern const Kernel kSubS8;
+extern const Kernel kSubS16;
+extern const Kernel kDivF32;
+extern const Kernel kDivS8;
+extern const Kernel kLogSoftmaxF32;
+extern const Kernel kLogSoftmaxS8;
+extern const Kernel kMeanS8;
+extern const Kernel kMeanS16;
+extern const Kernel kLayerNormF32;
+extern const Kernel kLayerNormS8;
+extern const Kernel kLayerNormS16;
+extern const Kernel kGluF32;
+extern const Kernel kGluS8;
+extern const Kernel kGluS16;
+extern const Kernel kSoftmaxMaskedS8;
+extern const Kernel kSoftmaxMaskedS16;
+extern const Kernel kBatchMatmulS16;
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -413,25 +413,6 @@ void pad_run(const OpContext& ctx) {
       dtype_size(x.dtype));
 }
 
-// ---- batch matmul: a [..., M, K], b [..., K, N] -> [..., M, N], same batch dims
-
-Error batch_matmul_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
-                 check::args<schema::BatchMatmulArgs>(ctx, OpParams::NONE),
-             Error::InvalidOp);
-  const auto& p = ctx.args<schema::BatchMatmulArgs>();
-  TMCU_CHECK(f32(ctx.input(0)) && f32(ctx.input(1)) && f32(ctx.output(0)), Error::InvalidOp);
-  TMCU_TRY(check::batch_matmul_shapes(ctx, p));
-  return Error::Ok;
-}
-
-void batch_matmul_run(const OpContext& ctx) {
-  const auto& p = ctx.args<schema::BatchMatmulArgs>();
-  const int32_t r = int32_t(ctx.input(0).rank);
-  batch_matmul_f32(ctx.in<const float>(0), ctx.in<const float>(1), ctx.out<float>(0),
-                   int32_t(check::extent(p.a, 0, r - 2)), p.a[r - 2], p.a[r - 1], p.b[r - 1]);
-}
-
 }  // namespace
 
 const Kernel kLinearF32 = {linear_check, linear_run};
@@ -453,7 +434,6 @@ const Kernel kPad = {pad_check, pad_run};
 const Kernel kMaximumF32 = {binary_check, binary_run<maximum_f32>, kInplaceBoth};
 const Kernel kMinimumF32 = {binary_check, binary_run<minimum_f32>, kInplaceBoth};
 const Kernel kHardswishF32 = {no_args_unary_check, hardswish_run, kInplaceFirst};
-const Kernel kBatchMatmulF32 = {batch_matmul_check, batch_matmul_run};
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -12,6 +12,7 @@
 #include "kernels/check.h"
 #include "kernels/portable/kernels.h"
 #include "kernels/portable/portable_s8.h"
+#include "kernels/portable/reductions.h"
 #include "kernels/portable/requantize_s8.h"
 
 namespace torchmcu {
@@ -373,8 +374,10 @@ void avg_pool_run(const OpContext& ctx) {
 
 // ---- softmax over the last axis ----------------------------------------------
 
+// An optional second input: the exp table (int32 [256], reductions.h).
 Error softmax_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 1, 1, 1) &&
+  TMCU_CHECK(check::counts(ctx, 1, 2, 1) &&
+                 (ctx.num_inputs() == 1 || check::vector(ctx.input(1), DType::I32, 256)) &&
                  check::args<schema::QuantSoftmaxArgs>(ctx, OpParams::QuantSoftmaxParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantSoftmaxArgs>();
@@ -396,8 +399,9 @@ Error softmax_check(const OpContext& ctx) {
 void softmax_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantSoftmaxArgs>();
   const int32_t rank = int32_t(ctx.input(0).rank);
-  softmax_s8(ctx.in<const int8_t>(0), int32_t(check::extent(a.x, 0, rank - 1)), a.x[rank - 1],
-             a.input_multiplier, a.input_left_shift, a.diff_min, ctx.out<int8_t>(0));
+  softmax_rows_s8(ctx.in<const int8_t>(0), int32_t(check::extent(a.x, 0, rank - 1)), a.x[rank - 1],
+                  a.input_multiplier, a.input_left_shift, a.diff_min, nullptr, 1, ctx.out<int8_t>(0),
+                  ctx.num_inputs() == 2 ? ctx.in<const int32_t>(1) : nullptr);
 }
 
 // ---- element-wise: quantize, dequantize, clamp, table lookup ------------------
@@ -470,34 +474,6 @@ void lut_run(const OpContext& ctx) {
          ctx.in<const int8_t>(1));
 }
 
-// ---- batch matmul: a [..., M, K], b [..., K, N] -> [..., M, N], same batch dims
-
-Error batch_matmul_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
-                 check::args<schema::QuantBatchMatmulArgs>(ctx, OpParams::QuantBatchMatmulParams),
-             Error::InvalidOp);
-  const auto& p = ctx.args<schema::QuantBatchMatmulArgs>();
-  TMCU_CHECK(s8(ctx.input(0)) && s8(ctx.input(1)) && s8(ctx.output(0)), Error::InvalidOp);
-  TMCU_TRY(check::batch_matmul_shapes(ctx, p));
-  TMCU_CHECK(act_ok(p.act_min, p.act_max) && shift_ok(p.output_shift) &&
-                 p.output_multiplier >= 0 && output_offset_ok(p.output_offset) &&
-                 input_offset_ok(p.lhs_offset) && input_offset_ok(p.rhs_offset),
-             Error::InvalidOp);
-  // The int32 accumulator: K products each at most 255 * 255 in magnitude.
-  TMCU_CHECK(accumulator_ok(p.a[ctx.output(0).rank - 1], 255 * 255), Error::InvalidOp);
-  return Error::Ok;
-}
-
-void batch_matmul_run(const OpContext& ctx) {
-  const auto& p = ctx.args<schema::QuantBatchMatmulArgs>();
-  const QuantBatchMatmulParams q{p.lhs_offset,    p.rhs_offset,    p.output_multiplier,
-                                 p.output_shift,  p.output_offset, p.act_min,
-                                 p.act_max};
-  const int32_t r = int32_t(ctx.input(0).rank);
-  batch_matmul_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.out<int8_t>(0),
-                  int32_t(check::extent(p.a, 0, r - 2)), p.a[r - 2], p.a[r - 1], p.b[r - 1], q);
-}
-
 }  // namespace
 
 const Kernel kQuantizeS8 = {quantize_check, quantize_run};
@@ -514,7 +490,6 @@ const Kernel kClampS8 = {clamp_check, clamp_run, kInplaceFirst};
 const Kernel kLutS8 = {lut_check, lut_run, kInplaceFirst};
 const Kernel kMaximumS8 = {max_min_check, max_min_run<maximum_s8>, kInplaceBoth};
 const Kernel kMinimumS8 = {max_min_check, max_min_run<minimum_s8>, kInplaceBoth};
-const Kernel kBatchMatmulS8 = {batch_matmul_check, batch_matmul_run};
 const Kernel kConv2dS4 = {conv2d_s4_check, conv2d_s4_run};
 const Kernel kDepthwiseConv2dS4 = {depthwise_s4_check, depthwise_s4_run};
 const Kernel kLinearS4 = {linear_s4_check, linear_s4_run};

@@ -255,6 +255,9 @@ def scratch_bytes(code: str, x_dims: Dims, w_dims: Dims | None, y_dims: Dims,
     if code in ("CONV2D_S16", "DEPTHWISE_CONV2D_S16"):
         assert w_dims is not None
         return scratch_bytes_s16(code, x_dims, w_dims)
-    if code not in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "CONV2D_S4", "DEPTHWISE_CONV2D_S4", "TRANSPOSE_CONV2D_S8"):
+    if code == "BATCH_MATMUL_S8":  # MVE's kernel sums: an int32 per row of b (given transposed, adj_y)
+        return 4 * int(y_dims[-1]) if params and params.get("adj_y") and len(y_dims) <= 4 else 0
+    if code not in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "CONV2D_S4", "DEPTHWISE_CONV2D_S4",
+                    "TRANSPOSE_CONV2D_S8"):
         return 0
     return max(buffer_size(code, isa, x_dims, w_dims, y_dims, params) for isa in ISAS)

@@ -12,13 +12,21 @@ the builtin operator with the same integer arithmetic:
     ADD_S8, MUL_S8       ADD, MUL
     MAX_POOL2D_S8        MAX_POOL_2D (PADV2 with -128 first where needed)
     AVG_POOL2D_S8        AVERAGE_POOL_2D (SAME or VALID only)
-    SOFTMAX_S8           SOFTMAX (beta 1)
+    SOFTMAX_S8           SOFTMAX (the program's beta; its exp table is not exported: TFLM computes the same)
     CLAMP_S8             RELU / RELU6 where the bounds are theirs, else MAXIMUM + MINIMUM
     LUT_S8               LOGISTIC / TANH when the table is the sigmoid's / tanh's (a hardswish
                          table has no TFLite form: TFLite's int8 HARD_SWISH is a fixed-point
                          approximation that differs from the float table by 1 LSB on a few inputs)
     MAXIMUM_S8, MINIMUM_S8       MAXIMUM, MINIMUM (one shared quantization)
-    BATCH_MATMUL_S8      BATCH_MATMUL (adj_x = adj_y = false; MAXIMUM/MINIMUM after for a clamp)
+    BATCH_MATMUL_S8/S16  BATCH_MATMUL (adj_y as the program's; a constant operand as a constant tensor;
+                         MAXIMUM/MINIMUM after for a clamp)
+    SUB_S8/S16, DIV_S8   SUB, DIV (a subtraction scaled by alpha has no form: verify_derived says so)
+    PRELU_S8/S16         PRELU (LeakyReLU too: a PReLU with one slope)
+    LOG_SOFTMAX_S8, MEAN_S8/S16  LOG_SOFTMAX, MEAN (any axes)
+    GLU_S8               SPLIT, LOGISTIC (1/256, -128), MUL
+    LUT_S8 of ELU        ELU (TFLM tabulates exp(x) - 1 the same way); GELU, SiLU, hardsigmoid, exp and rsqrt
+                         tables, int16 tables (LUT_S16), LAYER_NORM_* and the masked softmax have no TFLite
+                         operator that computes them exactly: ExportError
     QUANTIZE_S8, DEQUANTIZE_S8   QUANTIZE, DEQUANTIZE
     PERMUTE, CONCAT, COPY        TRANSPOSE, CONCATENATION, RESHAPE
     PAD                  PAD where the value is the zero point (int8) or 0 (float), else PADV2
@@ -56,17 +64,18 @@ import numpy as np
 
 from ... import reference as ref
 from ...errors import TorchMCUError
-from .ops import ConvOps, ElementwiseOps, PoolResizeOps, ReduceOps, ShapeViewsOps
+from .ops import AttentionNormOps, ConvOps, ElementwiseOps, PoolResizeOps, ReduceOps, ShapeViewsOps
 from .program import ExportError, _Program, verify_derived, weight_scales
 
 
-class _Exporter(ConvOps, PoolResizeOps, ElementwiseOps, ReduceOps, ShapeViewsOps):
+class _Exporter(ConvOps, PoolResizeOps, ElementwiseOps, ReduceOps, ShapeViewsOps, AttentionNormOps):
     """A program as a TFLite model: every op family's methods."""
 
 
 _SCRATCH_AFTER = {"CONV2D_S8": 5, "DEPTHWISE_CONV2D_S8": 5, "LINEAR_S8": 5, "CONV2D_S16": 5,
                   "DEPTHWISE_CONV2D_S16": 5, "LINEAR_S16": 5, "CONV2D_S4": 5, "DEPTHWISE_CONV2D_S4": 5,
-                  "LINEAR_S4": 5, "TRANSPOSE_CONV2D_S8": 5, "TRANSPOSE_CONV2D_S16": 5}
+                  "LINEAR_S4": 5, "TRANSPOSE_CONV2D_S8": 5, "TRANSPOSE_CONV2D_S16": 5,
+                  "BATCH_MATMUL_S8": 2, "BATCH_MATMUL_S16": 2}
 
 
 def _operands(op: dict) -> list[int]:

@@ -210,13 +210,6 @@ class ConvOps(ExporterBase):
         act, bounds = self.float_act(p)
         self.with_clamp(lambda o: self.w.add_op("FULLY_CONNECTED", [ins[0], wq, b], [o], self._fc_opts(op, act)),
                         out, bounds, "float32")
-    def op_batch_matmul_s8(self, index, op, p, ins, out):
-        # TFLite's BATCH_MATMUL has no fused activation: a narrower range clamps afterwards.
-        bounds = () if (p["act_min"], p["act_max"]) == (-128, 127) else (p["act_min"], p["act_max"])
-        self.with_clamp(lambda o: self.w.add_op("BATCH_MATMUL", ins[:2], [o], dict(adj_x=False, adj_y=False)),
-                        out, bounds, "int8")
-    def op_batch_matmul_f32(self, index, op, p, ins, out):
-        self.w.add_op("BATCH_MATMUL", ins[:2], [out], dict(adj_x=False, adj_y=False))
 
 
 class PoolResizeOps(ExporterBase):
@@ -309,6 +302,45 @@ class ElementwiseOps(ExporterBase):
     # int16x8: the same TFLite ops on int16 tensors (_int_dtype, the pools' quantization).
     op_add_s16 = op_add_s8
     op_mul_s16 = op_mul_s8
+    def op_sub_s8(self, index, op, p, ins, out):
+        self._binary(index, op, p, ins, out, "SUB", True)
+    op_sub_s16 = op_sub_s8
+    def op_sub_f32(self, index, op, p, ins, out):
+        self._binary(index, op, p, ins, out, "SUB", False)
+    def op_div_s8(self, index, op, p, ins, out):
+        self._binary(index, op, p, ins, out, "DIV", True)
+    def op_div_f32(self, index, op, p, ins, out):
+        self._binary(index, op, p, ins, out, "DIV", False)
+    def op_prelu_s8(self, index, op, p, ins, out):  # TFLite's PRELU: no fused activation
+        ins = [self.constant(t) if self.p.is_const(t) else i for t, i in zip(op["inputs"], ins)]
+        self.w.add_op("PRELU", ins[:2], [out])
+    op_prelu_s16 = op_prelu_s8
+    op_prelu_f32 = op_prelu_s8
+    def op_activation_f32(self, index, op, p, ins, out):
+        opcode = {4: "ELU", 5: "EXP", 6: "RSQRT"}.get(p["fn"])
+        if opcode is None or (opcode == "ELU" and p.get("alpha", 1.0) != 1.0):
+            raise ExportError(f"{self.p.describe(index)}: no TFLite Micro operator computes activation {p['fn']}")
+        self.w.add_op(opcode, [ins[0]], [out])
+    def op_lut_s16(self, index, op, p, ins, out):
+        raise ExportError(f"{self.p.describe(index)}: an int16 table: TFLite's int16 activations use their own "
+                          "fixed-point arithmetic, not this interpolated table")
+    def _glu(self, index, op, p, ins, out, quant: bool):
+        P = self.p
+        xt = op["inputs"][0]
+        dims = list(P.tensors[xt]["dims"])
+        dims[p["axis"]] //= 2
+        dtype = self._int_dtype(op) if quant else "float32"
+        s_in, zp_in = P.qparams(xt) if quant else (None, None)
+        half = [self.w.add_tensor(f"{op['name']}_half{k}", dims, dtype, s_in, zp_in) for k in range(2)]
+        self.w.add_op("SPLIT", [self.int_vector("axis", [p["axis"]]), ins[0]], half, dict(num_splits=2))
+        sig_q = ((1 / 256, -128) if dtype == "int8" else (1 / 32768, 0)) if quant else (None, None)
+        sig = self.w.add_tensor(f"{op['name']}_sigmoid", dims, dtype, *sig_q)
+        self.w.add_op("LOGISTIC", [half[1]], [sig])
+        self.w.add_op("MUL", [half[0], sig], [out], dict(fused_activation_function="NONE"))
+    def op_glu_s8(self, index, op, p, ins, out):
+        self._glu(index, op, p, ins, out, True)
+    def op_glu_f32(self, index, op, p, ins, out):
+        self._glu(index, op, p, ins, out, False)
     def op_requantize(self, index, op, p, ins, out):  # TFLite's QUANTIZE from an integer input
         self.w.add_op("QUANTIZE", [ins[0]], [out])
     def op_clamp_s8(self, index, op, p, ins, out):
@@ -342,6 +374,11 @@ class ElementwiseOps(ExporterBase):
                                       f"({qout[0]:g}, {qout[1]})")
                 self.w.add_op(opcode, [ins[0]], [out])
                 return
+        # TFLM's int8 ELU tabulates exp(x) - 1 (its own float32 formula) as LUTPopulate does.
+        if np.array_equal(table, ref.lut_table(lambda v: np.where(v < 0, np.exp(v) - np.float32(1), v),
+                                               s_in, zp_in, s_out, zp_out)):
+            self.w.add_op("ELU", [ins[0]], [out])
+            return
         if np.array_equal(table, ref.lut_table(ref.hardswish, s_in, zp_in, s_out, zp_out)):
             raise ExportError(f"{P.describe(index)}: a hardswish table: TFLite's int8 HARD_SWISH is a "
                               "fixed-point approximation that differs from it by 1 LSB on some inputs, so no "
@@ -378,9 +415,23 @@ class ReduceOps(ExporterBase):
     """Reductions and softmax."""
 
     def op_softmax_s8(self, index, op, p, ins, out):
-        self.w.add_op("SOFTMAX", [ins[0]], [out], dict(beta=1.0))
+        self.w.add_op("SOFTMAX", [ins[0]], [out], dict(beta=float(p.get("beta", 1.0))))
     def op_softmax_s16(self, index, op, p, ins, out):  # TFLM builds its own tables (the program's are the same)
-        self.w.add_op("SOFTMAX", [ins[0]], [out], dict(beta=1.0))
+        self.w.add_op("SOFTMAX", [ins[0]], [out], dict(beta=float(p.get("beta", 1.0))))
+    def op_softmax_masked_s8(self, index, op, p, ins, out):
+        raise ExportError(f"{self.p.describe(index)}: a softmax over the entries a mask leaves has no TFLite "
+                          "operator")
+    op_softmax_masked_s16 = op_softmax_masked_s8
+    def op_log_softmax_s8(self, index, op, p, ins, out):
+        self.w.add_op("LOG_SOFTMAX", [ins[0]], [out])
+    def op_log_softmax_f32(self, index, op, p, ins, out):
+        rank = len(self.p.tensors[op["inputs"][0]]["dims"])
+        if p["axis"] != rank - 1:
+            raise ExportError(f"{self.p.describe(index)}: log_softmax over axis {p['axis']} of {rank}")
+        self.w.add_op("LOG_SOFTMAX", [ins[0]], [out])
+    def op_mean_s8(self, index, op, p, ins, out):
+        self.op_mean_f32(index, op, p, ins, out)
+    op_mean_s16 = op_mean_s8
     def op_softmax_f32(self, index, op, p, ins, out):
         rank = len(self.p.tensors[op["inputs"][0]]["dims"])
         if p["axis"] != rank - 1:
@@ -443,3 +494,27 @@ class ShapeViewsOps(ExporterBase):
         src = self.constant(op["inputs"][0]) if self.p.is_const(op["inputs"][0]) else ins[0]
         shape = self.w._tensors[out]["shape"]
         self.w.add_op("RESHAPE", [src, self.int_vector("shape", shape)], [out], {"new_shape": shape})
+
+
+class AttentionNormOps(ExporterBase):
+    """Matrix products, attention and normalisation."""
+
+    def op_batch_matmul_s8(self, index, op, p, ins, out):
+        # TFLite's BATCH_MATMUL has no fused activation: a narrower range clamps afterwards.
+        ins = [self.constant(t) if self.p.is_const(t) else i for t, i in zip(op["inputs"][:2], ins)]
+        dtype = self._int_dtype(op)
+        full = (-128, 127) if dtype == "int8" else (-32768, 32767)
+        bounds = () if (p["act_min"], p["act_max"]) == full else (p["act_min"], p["act_max"])
+        opts = dict(adj_x=False, adj_y=bool(p.get("adj_y", False)))
+        self.with_clamp(lambda o: self.w.add_op("BATCH_MATMUL", ins[:2], [o], opts), out, bounds, dtype)
+    op_batch_matmul_s16 = op_batch_matmul_s8
+    def op_batch_matmul_f32(self, index, op, p, ins, out):
+        ins = [self.constant(t) if self.p.is_const(t) else i for t, i in zip(op["inputs"][:2], ins)]
+        self.w.add_op("BATCH_MATMUL", ins[:2], [out], dict(adj_x=False, adj_y=bool(p.get("adj_y", False))))
+    def _int_dtype(self, op) -> str:
+        return "int16" if self.p.tensors[op["outputs"][0]]["dtype"] == "I16" else "int8"
+    def op_layer_norm_s8(self, index, op, p, ins, out):
+        raise ExportError(f"{self.p.describe(index)}: TFLite has no layer-norm operator (torchmcu's integer "
+                          "scheme: reference/attention_norm.py)")
+    op_layer_norm_s16 = op_layer_norm_s8
+    op_layer_norm_f32 = op_layer_norm_s8

@@ -141,16 +141,22 @@ def verify_derived(pte: bytes) -> list[str]:
             if diff:
                 problems.append(f"{p.describe(i)}: parameters differ from TFLite's: {diff}")
         elif code == "SOFTMAX_S8":
-            exp = ref.softmax_params(p.qparams(ins[0])[0])
+            exp = ref.softmax_params(p.qparams(ins[0])[0], params.get("beta", 1.0))
             diff = {k: (params[k], v) for k, v in exp.items() if params.get(k) != v}
             if diff:
                 problems.append(f"{p.describe(i)}: parameters differ from TFLite's: {diff}")
             if p.qparams(out) != (1.0 / 256, -128):
                 problems.append(f"{p.describe(i)}: output quantization {p.qparams(out)}, TFLite's is (1/256, -128)")
-        elif code == "BATCH_MATMUL_S8":
+        elif code in ("BATCH_MATMUL_S8", "BATCH_MATMUL_S16"):
             (s1, z1), (s2, z2), (so, zo) = p.qparams(ins[0]), p.qparams(ins[1]), p.qparams(out)
-            exp = ref.batch_matmul_params(s1, z1, s2, z2, so, zo, params["act_min"], params["act_max"])
+            exp = ref.batch_matmul_params(s1, z1, s2, z2, so, zo, params["act_min"], params["act_max"],
+                                          params.get("adj_y", False))
             diff = {k: (params[k], v) for k, v in exp.items() if params.get(k) != v}
+            if diff:
+                problems.append(f"{p.describe(i)}: parameters differ from TFLite's: {diff}")
+        elif code in ("SUB_S8", "SUB_S16", "DIV_S8", "PRELU_S8", "PRELU_S16", "MEAN_S8", "MEAN_S16", "LOG_SOFTMAX_S8"):
+            exp = _derived_c(p, code, params, ins, out)
+            diff = {k: (params.get(k), v) for k, v in exp.items() if params.get(k) != v}
             if diff:
                 problems.append(f"{p.describe(i)}: parameters differ from TFLite's: {diff}")
         elif code in ("MAX_POOL2D_S8", "AVG_POOL2D_S8", "CLAMP_S8", "CONCAT", "PERMUTE", "COPY", "PAD",
@@ -162,3 +168,24 @@ def verify_derived(pte: bytes) -> list[str]:
                         problems.append(f"{p.describe(i)}: input t{t} quantization {p.qparams(t)} differs from "
                                         f"the output's {p.qparams(out)} (TFLite would requantize)")
     return problems
+
+
+def _derived_c(p: _Program, code: str, params: dict, ins: list, out: int) -> dict:
+    """What TFLite derives for the element-wise and reduction ops of
+    reference/elementwise.py, activations.py and reduce.py."""
+    (s1, z1), (so, zo) = p.qparams(ins[0]), p.qparams(out)
+    lo, hi = params.get("act_min", -128), params.get("act_max", 127)
+    if code.startswith("SUB"):
+        s2, z2 = p.qparams(ins[1])
+        return ref.sub_params(s1, z1, s2, z2, so, zo, lo, hi, 16 if code.endswith("S16") else 8)
+    if code == "DIV_S8":
+        s2, z2 = p.qparams(ins[1])
+        return ref.div_params(s1, z1, s2, z2, so, zo, lo, hi)
+    if code.startswith("PRELU"):
+        sa, za = p.qparams(ins[1])
+        return ref.prelu_params(s1, z1, sa, za, so, zo, lo, hi)
+    if code.startswith("MEAN"):
+        dims = p.tensors[ins[0]]["dims"]
+        count = int(np.prod([d for j, d in enumerate(dims) if params["axis_mask"] >> j & 1]))
+        return ref.mean_params(s1, z1, so, zo, count, lo, hi)
+    return ref.log_softmax_params(s1)

@@ -73,6 +73,8 @@ _OPTIONS = {
     "SPLIT": "SplitOptions",
     "STRIDED_SLICE": "StridedSliceOptions",
     "BROADCAST_TO": None,
+    # element-wise, reductions, attention
+    "DIV": "DivOptions",
 }
 
 # Fields holding enums, by the enum class that names their values.

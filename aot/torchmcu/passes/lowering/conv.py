@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ... import reference
-from ..graph import INF, Graph, Node, QConst, drop_dead, is_activation, replace_uses
+from ..graph import INF, Graph, Node, QConst, drop_dead, replace_uses
 from .family import Family
 from .helpers import (
     act_params,
@@ -144,29 +144,6 @@ def batch_norm_legit(cv, x, weight, bias, mean, var, momentum=0.1, eps=1e-5):
     return batch_norm(cv, x, weight, bias, mean, var, False, momentum, eps), None, None
 
 
-@F.rule(aten.bmm.default, aten.mm.default, aten.matmul.default)
-def matmul(cv, a, b):
-    """Two activations: a batched matmul (same batch dims, rank >= 2). An
-    activation times a 2-D constant (a parameter): a linear layer."""
-    if not is_activation(a):
-        raise cv.fail("matmul with a constant left operand is not supported")
-    ra = len(cv.shape(a))
-    if not is_activation(b):
-        if not isinstance(b, (np.ndarray, QConst)) or len(b.shape) != 2 or ra < 1:
-            raise cv.fail("matmul with a constant right operand needs a 2-D constant [K, N]")
-        if isinstance(b, QConst):  # per-channel along N (axis 1) becomes axis 0 of [N, K]
-            w: Any = QConst(np.ascontiguousarray(b.data.T), b.scale, b.zero_point,
-                            None if b.axis is None else 1 - b.axis, b.bits)
-        else:
-            w = np.ascontiguousarray(b.T)
-        return linear(cv, a, w, None)
-    sa, sb = cv.shape(a), cv.shape(b)
-    if ra < 2 or len(sb) != ra or sa[:-2] != sb[:-2]:
-        raise cv.fail("matmul of activations needs operands of one rank >= 2 with equal batch dims "
-                      "(no broadcasting)")
-    return cv.emit("bmm", [a, b])
-
-
 # -- which instances have integer kernels ------------------------------------------------------
 
 def _symmetric_int8(w: Any, axes: tuple) -> bool:
@@ -194,12 +171,6 @@ def _transposed_int(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
     """int8 weights per output channel: axis 1 of PyTorch's [in, out, kh, kw]."""
     w = n.inputs[1]
     return _symmetric_int8(w, (1,)) and w.bits == 8
-
-
-@F.int8("bmm")
-def _bmm_int8(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
-    """The int32 accumulator: K products of at most 255 * 255."""
-    return g.shapes[n.inputs[0]][-1] * 255 * 255 <= 2 ** 31 - 1  # type: ignore[index]
 
 
 @F.int16("conv2d", "linear")
@@ -278,27 +249,6 @@ def _linear_f32(lay, n: Node) -> None:
     lay.emit("LINEAR_F32", ins, [out], ("LinearParams", act_params(n.attrs["act"])), n, "linear",
              int(np.prod(shape)) * int(w.shape[1]))
     lay.val[n.out] = (out, identity(len(shape)))
-
-
-@F.lower("bmm", "qbmm")
-def _bmm(lay, n: Node) -> None:
-    """a [..., M, K] @ b [..., K, N], both in PyTorch's order."""
-    a, b = n.inputs
-    shape = lay.g.shapes[n.out]
-    ident = identity(len(shape))
-    ain = lay.get(a, ident, n)
-    bin_ = lay.get(b, ident, n)
-    out = lay.activation(n.name, shape, like=n.out)
-    macs = int(np.prod(shape)) * int(lay.g.shapes[a][-1])
-    if n.op == "qbmm":
-        (s1, z1), (s2, z2) = n.attrs["in_q"]
-        s_out, zp_out = n.attrs["out_q"]
-        params = reference.batch_matmul_params(s1, z1, s2, z2, s_out, zp_out)
-        lay.emit("BATCH_MATMUL_S8", [ain, bin_], [out],
-                 ("QuantBatchMatmulParams", {k: int(v) for k, v in params.items()}), n, "bmm", macs)
-    else:
-        lay.emit("BATCH_MATMUL_F32", [ain, bin_], [out], None, n, "bmm", macs)
-    lay.val[n.out] = (out, ident)
 
 
 @F.lower("qconv2d")

@@ -2,11 +2,14 @@
 
 ATen: relu, relu6, hardtanh, clamp (one "clamp" node, fused into its
 producer's output range where it can be), sigmoid, tanh, hardswish, add,
-sub (by a constant), mul, maximum, minimum; PT2E's quantize_per_tensor and
-dequantize_per_tensor. Program ops: CLAMP, ADD, MUL, MAXIMUM, MINIMUM at
-F32 and S8 (ADD/MUL also S16); SIGMOID/TANH/HARDSWISH_F32, and LUT_S8 for
-them at int8 (a 256-entry table); QUANTIZE, DEQUANTIZE (S8, S16) and
-REQUANTIZE. Reference twin: reference/elementwise.py.
+sub, rsub, neg, mul, div (by a constant: a multiplication), maximum,
+minimum; PT2E's quantize_per_tensor and dequantize_per_tensor. Operands
+broadcast as numpy's (a lower-rank activation gains leading 1s); add/sub
+take alpha. Program ops: CLAMP, ADD, SUB, MUL, MAXIMUM, MINIMUM at F32 and
+S8 (ADD/SUB/MUL also S16: a constant operand is quantized, TFLite's way),
+DIV at F32 and S8; SIGMOID/TANH/HARDSWISH_F32, and LUT_S8 for them at int8
+(a 256-entry table; int16: activations.py); QUANTIZE, DEQUANTIZE (S8, S16)
+and REQUANTIZE. Reference twin: reference/elementwise.py.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import numpy as np
 import torch
 
 from ... import reference
-from ..graph import INF, QD, Graph, Node, const, is_activation
+from ..graph import INF, QD, Graph, Node, QConst, const, is_activation
+from . import operands
 from .family import Family, always
 from .helpers import act_params, act_q, act_q16, identity
+from .operands import order_of
 
 F = Family("elementwise")
 aten = torch.ops.aten
@@ -58,29 +63,64 @@ F.rule(aten.tanh.default)(_unary("tanh"))
 F.rule(aten.hardswish.default)(_unary("hardswish"))
 
 
+def _value(v):
+    """A constant operand as a float array: a constant PT2E quantized (a
+    parameter viewed in forward) at its dequantized value, as the q/dq model."""
+    return v.dequantized() if isinstance(v, QConst) else const(v)
+
+
 def _binary(name: str):
-    def convert(cv, a, b, alpha=1):
-        if alpha != 1:
-            if not isinstance(b, np.ndarray):
-                raise cv.fail("add/sub with alpha on two activations is not supported")
-            b = b * np.float32(alpha)
+    def convert(cv, a, b):
         if not is_activation(a) and is_activation(b):
-            a, b = b, a  # both ops commute; keep the activation first
-        return cv.emit(name, [cv.act(a), b if is_activation(b) else const(b)], dict(act=(-INF, INF)))
+            a, b = b, a  # these ops commute; keep the activation first
+        return cv.emit(name, [cv.act(a), b if is_activation(b) else _value(b)], dict(act=(-INF, INF)))
     return convert
 
 
-F.rule(aten.add.Tensor, aten.add.Scalar)(_binary("add"))
 F.rule(aten.mul.Tensor, aten.mul.Scalar)(_binary("mul"))
 F.rule(aten.maximum.default)(_binary("maximum"))
 F.rule(aten.minimum.default)(_binary("minimum"))
 
 
-@F.rule(aten.sub.Tensor)
+def _add_sub(cv, op: str, a, b, alpha=1):
+    """a + alpha * b (op "add") or a - alpha * b ("sub"): a constant b takes
+    alpha (and sub's sign) into its values; two activations keep alpha."""
+    if not is_activation(b):
+        b = np.asarray(_value(b) * np.float32(alpha), np.float32)
+        return cv.emit("add", [cv.act(a), -b if op == "sub" else b], dict(act=(-INF, INF)))
+    if not is_activation(a) and op == "add" and alpha == 1:
+        a, b = b, a
+    a = a if is_activation(a) else _value(a)
+    return cv.emit(op, [a, b], dict(act=(-INF, INF), alpha=float(alpha)))
+
+
+@F.rule(aten.add.Tensor, aten.add.Scalar)
+def add(cv, a, b, alpha=1):
+    return _add_sub(cv, "add", a, b, alpha)
+
+
+@F.rule(aten.sub.Tensor, aten.sub.Scalar)
 def sub(cv, a, b, alpha=1):
-    if is_activation(b):
-        raise cv.fail("subtracting an activation is not supported yet (only constants)")
-    return _binary("add")(cv, a, -const(b) * np.float32(alpha))
+    return _add_sub(cv, "sub", a, b, alpha)
+
+
+@F.rule(aten.rsub.Scalar, aten.rsub.Tensor)
+def rsub(cv, a, b, alpha=1):
+    return _add_sub(cv, "sub", b, a, alpha)
+
+
+@F.rule(aten.neg.default)
+def neg(cv, x):
+    return cv.emit("mul", [cv.act(x), np.asarray(-1.0, np.float32)], dict(act=(-INF, INF)))
+
+
+@F.rule(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode)
+def div(cv, a, b, rounding_mode=None):
+    if rounding_mode is not None:
+        raise cv.fail(f"division with rounding_mode={rounding_mode!r} is not supported (true division only)")
+    if not is_activation(b):  # x / c: x * (1 / c), as PyTorch's compiled kernels do
+        return cv.emit("mul", [cv.act(a), np.asarray(np.float32(1.0) / _value(b), np.float32)], dict(act=(-INF, INF)))
+    return cv.emit("div", [a if is_activation(a) else _value(a), b], dict(act=(-INF, INF)))
 
 
 @F.rule(QD.quantize_per_tensor.default)
@@ -109,8 +149,13 @@ def _two_activations(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
     return all(isinstance(i, int) for i in n.inputs)
 
 
-F.int8("add", "mul")(_two_activations)
-F.int16("add", "mul")(_two_activations)
+def _float_constants(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
+    """Activations, or float constants (quantized when lowered, TFLite's way)."""
+    return all(isinstance(i, (int, np.ndarray)) for i in n.inputs)
+
+
+F.int8("add", "sub", "mul", "div")(_float_constants)
+F.int16("add", "sub", "mul")(_float_constants)
 F.int8("maximum", "minimum", shared=True)(_two_activations)
 F.int8("clamp", shared=True)(always)
 F.int8("sigmoid", "tanh", "hardswish")(always)
@@ -131,72 +176,80 @@ def _unary_f32(lay, n: Node) -> None:
     lay.val[n.out] = (out, perm)
 
 
-@F.lower("add", "mul", "maximum", "minimum")
+def _alpha_code(n: Node) -> tuple[str, float]:
+    """ADD or SUB, and the factor of the second operand (|alpha|): add with a
+    negative alpha subtracts, sub with one adds."""
+    alpha = float(n.attrs.get("alpha", 1.0))
+    subtract = (n.op.lstrip("q") == "sub") != (alpha < 0)
+    return ("SUB" if subtract else "ADD"), abs(alpha)
+
+
+@F.lower("add", "sub", "mul", "div", "maximum", "minimum")
 def _binary_f32(lay, n: Node) -> None:
-    a, b = n.inputs
     shape = lay.g.shapes[n.out]
     rank = len(shape)
-    if len(lay.g.shapes[a]) != rank:
-        raise lay.fail(n, "broadcasting an activation of lower rank is not supported")
-    perm = lay.val[a][1]
-    ain = lay.val[a][0]
-    if isinstance(b, int):
-        if len(lay.g.shapes[b]) != rank:
-            raise lay.fail(n, "broadcasting an activation of lower rank is not supported")
-        bin_ = lay.get(b, perm, n)
-    else:
-        bin_ = lay.const_operand(b, rank, perm, f"{n.name}_other")
-    out = lay.activation(n.name, tuple(shape[d] for d in perm))
-    lay.emit(f"{n.op.upper()}_F32", [ain, bin_], [out], ("BinaryParams", act_params(n.attrs["act"])), n, n.op)
-    lay.val[n.out] = (out, perm)
+    order = order_of(lay, n)
+    ins = [operands.activation(lay, v, rank, order, n) if isinstance(v, int)
+           else lay.const_operand(v, rank, order, f"{n.name}_c{k}") for k, v in enumerate(n.inputs)]
+    code, params = n.op.upper(), ("BinaryParams", act_params(n.attrs["act"]))
+    if n.op in ("add", "sub"):
+        code, factor = _alpha_code(n)
+        if factor != 1.0:  # a - alpha * b: the product first, as PyTorch
+            mid = lay.activation(f"{n.name}_alpha", lay.p.tensors[ins[1]].dims)
+            alpha = lay.const_operand(np.float32(factor), rank, order, f"{n.name}_alpha")
+            lay.emit("MUL_F32", [ins[1], alpha], [mid], ("BinaryParams", act_params((-INF, INF))), n, "mul")
+            ins[1] = mid
+    out = lay.activation(n.name, tuple(shape[d] for d in order))
+    lay.emit(f"{code}_F32", ins, [out], params, n, n.op)
+    lay.val[n.out] = (out, order)
 
 
-def _same_rank_operands(lay, n: Node) -> tuple[int, int, tuple[int, ...]]:
-    a, b = n.inputs
-    rank = len(lay.g.shapes[n.out])
-    if len(lay.g.shapes[a]) != rank or len(lay.g.shapes[b]) != rank:
-        raise lay.fail(n, "broadcasting an activation of lower rank is not supported")
-    ain, perm = lay.val[a]
-    return ain, lay.get(b, perm, n), perm
-
-
-@F.lower("qadd", "qmul", "qmaximum", "qminimum")
+@F.lower("qadd", "qsub", "qmul", "qdiv", "qmaximum", "qminimum")
 def _binary_s8(lay, n: Node) -> None:
-    ain, bin_, perm = _same_rank_operands(lay, n)
     shape = lay.g.shapes[n.out]
-    (s1, z1), (s2, z2) = n.attrs["in_q"]
+    order = order_of(lay, n)
+    (ain, s1, z1), (bin_, s2, z2) = (operands.operand_q(lay, n, k, len(shape), order, 8) for k in (0, 1))
     s_out, zp_out = n.attrs["out_q"]
     lo, hi = act_q(n.attrs["act"], s_out, zp_out)
-    out = lay.activation(n.name, tuple(shape[d] for d in perm), like=n.out)
-    if n.op in ("qmaximum", "qminimum"):  # one quantization in and out: the raw values
-        lay.emit(f"{n.op[1:].upper()}_S8", [ain, bin_], [out], None, n, n.op[1:])
+    out = lay.activation(n.name, tuple(shape[d] for d in order), like=n.out)
+    op = n.op[1:]
+    if op in ("maximum", "minimum"):  # one quantization in and out: the raw values
+        lay.emit(f"{op.upper()}_S8", [ain, bin_], [out], None, n, op)
     else:
-        if n.op == "qadd":
-            code, table = "ADD_S8", "QuantAddParams"
-            params = reference.add_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
-        else:
-            code, table = "MUL_S8", "QuantMulParams"
+        if op in ("add", "sub"):
+            code, factor = _alpha_code(n)
+            table = "QuantAddParams"
+            make = reference.add_params if code == "ADD" else reference.sub_params
+            params = make(s1, z1, s2 * factor, z2, s_out, zp_out, lo, hi)
+        elif op == "mul":
+            code, table = "MUL", "QuantMulParams"
             params = reference.mul_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
-        lay.emit(code, [ain, bin_], [out], (table, {k: int(v) for k, v in params.items()}), n, n.op[1:])
-    lay.val[n.out] = (out, perm)
+        else:
+            code, table = "DIV", "QuantDivParams"
+            params = reference.div_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
+        lay.emit(f"{code}_S8", [ain, bin_], [out], (table, {k: int(v) for k, v in params.items()}), n, op)
+    lay.val[n.out] = (out, order)
 
 
-@F.lower16("qadd", "qmul")
+@F.lower16("qadd", "qsub", "qmul")
 def _binary_s16(lay, n: Node) -> None:
-    ain, bin_, perm = _same_rank_operands(lay, n)
     shape = lay.g.shapes[n.out]
-    (s1, _), (s2, _) = n.attrs["in_q"]
+    order = order_of(lay, n)
+    (ain, s1, _), (bin_, s2, _) = (operands.operand_q(lay, n, k, len(shape), order, 16) for k in (0, 1))
     s_out, _ = n.attrs["out_q"]
     lo, hi = act_q16(n.attrs["act"], s_out)
-    if n.op == "qadd":
-        code, table = "ADD_S16", "QuantAddParams"
-        params = reference.add_params_s16(s1, s2, s_out, lo, hi)
-    else:
+    if n.op == "qmul":
         code, table = "MUL_S16", "QuantMulParams"
         params = reference.mul_params(s1, 0, s2, 0, s_out, 0, lo, hi)
-    out = lay.activation(n.name, tuple(shape[d] for d in perm), like=n.out)
+    else:
+        code, factor = _alpha_code(n)
+        table = "QuantAddParams"
+        params = (reference.add_params_s16(s1, s2 * factor, s_out, lo, hi) if code == "ADD" else
+                  reference.sub_params(s1, 0, s2 * factor, 0, s_out, 0, lo, hi, bits=16))
+        code += "_S16"
+    out = lay.activation(n.name, tuple(shape[d] for d in order), like=n.out)
     lay.emit(code, [ain, bin_], [out], (table, {k: int(v) for k, v in params.items()}), n, n.op[1:])
-    lay.val[n.out] = (out, perm)
+    lay.val[n.out] = (out, order)
 
 
 # The float function an int8 table holds (reference.lut_table tabulates it).

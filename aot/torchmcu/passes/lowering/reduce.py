@@ -1,19 +1,27 @@
-"""Reductions and softmax.
+"""Reductions, softmax and log_softmax.
 
-ATen: mean (dims, or all), softmax / _softmax. Program ops: MEAN_F32,
-SOFTMAX at F32, S8 and S16 (the last axis); an integer global mean over
-H and W is an average pool (pool_resize.pool_s8). Reference twin:
-reference/reduce.py.
+ATen: mean (dims, or all), softmax / _softmax, log_softmax / _log_softmax,
+and torchmcu's attention softmax (frontend/attention.py: scaled by beta, a
+constant mask). A mean over H and W of an NCHW tensor is a "mean" node (an
+average pool at int8: pool_resize.py); any other is "mean_axes". Program
+ops: MEAN_F32, MEAN_S8/S16 (TFLite's integer MEAN); SOFTMAX at F32, S8 and
+S16 over any axis (the integer ones over the last physical axis: the input
+is laid out so), with TFLite's beta; SOFTMAX_MASKED_S8/S16 for a constant
+mask; LOG_SOFTMAX at F32 and S8 (TFLite's, output 16/256, 127). Reference
+twin: reference/reduce.py. The int8 softmax takes the exponentials of its
+256 possible differences as a table.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ... import reference
-from ..graph import Graph, Node, dim
-from .family import Family
-from .helpers import identity
+from ...frontend import attention
+from ..graph import INF, Graph, Node, dim
+from .family import Family, always
+from .helpers import act_params, act_q, act_q16
 
 F = Family("reduce")
 aten = torch.ops.aten
@@ -24,8 +32,9 @@ aten = torch.ops.aten
 @F.rule(aten.mean.dim)
 def mean(cv, x, dims=None, keepdim=False, dtype=None):
     rank = len(cv.shape(x))
-    dims = tuple(range(rank)) if dims is None else tuple(sorted(dim(int(d), rank) for d in dims))
-    return cv.emit("mean", [cv.act(x)], dict(dims=dims))
+    dims = tuple(range(rank)) if dims is None or len(dims) == 0 else tuple(sorted(dim(int(d), rank) for d in dims))
+    op = "mean" if rank == 4 and dims == (2, 3) else "mean_axes"
+    return cv.emit(op, [cv.act(x)], dict(dims=dims))
 
 
 @F.rule(aten.mean.default)
@@ -35,7 +44,24 @@ def mean_all(cv, x, dtype=None):
 
 @F.rule(aten.softmax.int, aten._softmax.default)
 def softmax(cv, x, d, *rest):
-    return cv.emit("softmax", [cv.act(x)], dict(dim=dim(int(d), len(cv.shape(x)))))
+    return cv.emit("softmax", [cv.act(x)], dict(dim=dim(int(d), len(cv.shape(x))), beta=1.0))
+
+
+@F.rule(torch.ops.torchmcu.attention_softmax.default)
+def attention_softmax(cv, x, beta=1.0, mask=None):
+    """softmax(beta * x) over the last axis, entries where `mask` holds left
+    out (frontend/attention.py)."""
+    ins = [cv.act(x)]
+    if mask is not None:
+        m = np.broadcast_to(np.asarray(mask, bool), cv.shape(x))
+        if m.any():
+            ins.append(np.ascontiguousarray(m))
+    return cv.emit("softmax", ins, dict(dim=len(cv.shape(x)) - 1, beta=float(beta)))
+
+
+@F.rule(aten.log_softmax.int, aten._log_softmax.default)
+def log_softmax(cv, x, d, *rest):
+    return cv.emit("log_softmax", [cv.act(x)], dict(dim=dim(int(d), len(cv.shape(x)))))
 
 
 # -- which instances have integer kernels ------------------------------------------------------
@@ -47,22 +73,33 @@ def _mean_int(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
     return len(g.shapes[n.inputs[0]]) == 4 and tuple(n.attrs["dims"]) == (2, 3)  # type: ignore[index]
 
 
+F.int8("mean_axes")(always)
+F.int16("mean_axes")(always)
+
+
 @F.int8("softmax")
 def _softmax_int8(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
-    return n.attrs["dim"] == len(g.shapes[n.out]) - 1
+    """TFLite's softmax_params need beta * s_in * 2^26 > 1 (a scale that is not absurdly small)."""
+    return n.attrs.get("beta", 1.0) * in_q[0][0] * 2 ** 26 > 1.0
 
 
 @F.int16("softmax")
 def _softmax_int16(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
-    """TFLite's int16 softmax: the last axis, output at 1/32768, rows of at most 2^15."""
-    return (n.attrs["dim"] == len(g.shapes[n.out]) - 1 and out_q == (1 / 32768, 0)
-            and g.shapes[n.out][-1] <= 32768)
+    """TFLite's int16 softmax: output at 1/32768, rows of at most 2^15."""
+    return out_q == (1 / 32768, 0) and g.shapes[n.out][n.attrs["dim"]] <= 32768
+
+
+@F.int8("log_softmax")
+def _log_softmax_int8(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
+    """TFLite's int8 LOG_SOFTMAX: output at 16/256, zero point 127; rows below 4096."""
+    return out_q == (16 / 256, 127) and g.shapes[n.out][n.attrs["dim"]] < 4096 and in_q[0][0] * 2 ** 26 > 1.0
 
 
 # -- logical -> program ops --------------------------------------------------------------------
 
-@F.lower("mean")
-def _mean_f32(lay, n: Node) -> None:
+def _reduced_layout(lay, n: Node) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
+    """(input tensor, axis mask over its physical dims, output dims, output
+    order) of a mean over n's dims, reading the input where it is."""
     x = n.inputs[0]
     tid, perm = lay.val[x]
     in_dims = lay.p.tensors[tid].dims
@@ -70,49 +107,141 @@ def _mean_f32(lay, n: Node) -> None:
     mask = sum(1 << j for j, d in enumerate(perm) if d in reduced)
     rank = len(perm)
     if len(lay.g.shapes[n.out]) == rank:  # keepdim
-        out_perm = perm
-        dims = tuple(1 if perm[j] in reduced else in_dims[j] for j in range(rank))
-    else:
-        kept = [d for d in range(rank) if d not in reduced]
-        out_perm = tuple(kept.index(perm[j]) for j in range(rank) if perm[j] not in reduced)
-        dims = tuple(in_dims[j] for j in range(rank) if perm[j] not in reduced) or (1,)
-        if not kept:
-            out_perm = (0,) if lay.g.shapes[n.out] else ()
+        return tid, mask, tuple(1 if perm[j] in reduced else in_dims[j] for j in range(rank)), perm
+    kept = [d for d in range(rank) if d not in reduced]
+    out_perm = tuple(kept.index(perm[j]) for j in range(rank) if perm[j] not in reduced)
+    dims = tuple(in_dims[j] for j in range(rank) if perm[j] not in reduced) or (1,)
+    if not kept:
+        out_perm = (0,) if lay.g.shapes[n.out] else ()
+    return tid, mask, dims, out_perm
+
+
+@F.lower("mean", "mean_axes")
+def _mean_f32(lay, n: Node) -> None:
+    tid, mask, dims, out_perm = _reduced_layout(lay, n)
     out = lay.activation(n.name, dims)
     lay.emit("MEAN_F32", [tid], [out], ("ReduceParams", {"axis_mask": mask}), n, "mean")
     lay.val[n.out] = (out, out_perm)
 
 
+def _mean_q(lay, n: Node, bits: int) -> None:
+    tid, mask, dims, out_perm = _reduced_layout(lay, n)
+    (s_in, zp_in), = n.attrs["in_q"]
+    s_out, zp_out = n.attrs["out_q"]
+    in_dims = lay.p.tensors[tid].dims
+    count = int(np.prod([in_dims[j] for j in range(len(in_dims)) if mask >> j & 1], dtype=np.int64))
+    lo, hi = (-128, 127) if bits == 8 else act_q16((-INF, INF), s_out)
+    params = reference.mean_params(s_in, zp_in, s_out, zp_out, count, lo, hi)
+    out = lay.activation(n.name, dims, like=n.out)
+    lay.emit(f"MEAN_S{bits}", [tid], [out], ("QuantMeanParams", {"axis_mask": mask, **params}), n, "mean")
+    lay.val[n.out] = (out, out_perm)
+
+
+F.lower("qmean_axes")(lambda lay, n: _mean_q(lay, n, 8))
+F.lower16("qmean_axes")(lambda lay, n: _mean_q(lay, n, 16))
+
+
+def _last_axis(lay, n: Node) -> tuple[int, tuple[int, ...]]:
+    """n's input with its reduced dim as the last physical axis (where it is
+    already so, no data moves)."""
+    x = n.inputs[0]
+    d = n.attrs["dim"]
+    tid, perm = lay.val[x]
+    if perm[-1] == d:
+        return tid, perm
+    want = tuple(k for k in perm if k != d) + (d,)
+    return lay.get(x, want, n), want
+
+
+def _mask(lay, n: Node, order: tuple[int, ...], dtype: str = "U8") -> int:
+    """The softmax mask in the input's physical order as [mask_rows, cols]:
+    the fewest leading rows whose repetition is the whole mask."""
+    m = np.transpose(np.asarray(n.inputs[1], bool), order)
+    full = m.reshape(-1, m.shape[-1])
+    rows = full.shape[0]
+    for k in range(1, rows + 1):
+        if rows % k == 0 and np.array_equal(full, np.tile(full[:k], (rows // k, 1))):
+            return lay.constant(f"{n.name}_mask", full[:k].astype(np.uint8), dtype)
+    raise AssertionError("unreachable: k = rows always matches")
+
+
 @F.lower("softmax")
 def _softmax_f32(lay, n: Node) -> None:
-    x = n.inputs[0]
-    tid, perm = lay.val[x]
-    out = lay.activation(n.name, lay.p.tensors[tid].dims)
+    """A mask adds -inf where it holds (as PyTorch's attention does); beta
+    multiplies first."""
+    tid, perm = lay.val[n.inputs[0]]
+    dims = lay.p.tensors[tid].dims
+    rank = len(perm)
+    beta = n.attrs.get("beta", 1.0)
+    if beta != 1.0:
+        scaled = lay.activation(f"{n.name}_scaled", dims)
+        c = lay.const_operand(np.float32(beta), rank, perm, f"{n.name}_beta")
+        lay.emit("MUL_F32", [tid, c], [scaled], ("BinaryParams", act_params((-INF, INF))), n, "mul")
+        tid = scaled
+    if len(n.inputs) > 1:
+        masked = lay.activation(f"{n.name}_masked", dims)
+        bias = np.where(np.asarray(n.inputs[1], bool), -np.inf, 0.0).astype(np.float32)
+        c = lay.constant(f"{n.name}_mask", np.ascontiguousarray(np.transpose(bias, perm)))
+        lay.emit("ADD_F32", [tid, c], [masked], ("BinaryParams", act_params((-INF, INF))), n, "add")
+        tid = masked
+    out = lay.activation(n.name, dims)
     lay.emit("SOFTMAX_F32", [tid], [out], ("SoftmaxParams", {"axis": perm.index(n.attrs["dim"])}), n, "softmax")
     lay.val[n.out] = (out, perm)
 
 
 @F.lower("qsoftmax")
 def _softmax_s8(lay, n: Node) -> None:
-    x = n.inputs[0]
-    rank = len(lay.g.shapes[x])
-    tid = lay.get(x, identity(rank), n)
+    tid, order = _last_axis(lay, n)
     (s_in, _), = n.attrs["in_q"]
     out = lay.activation(n.name, lay.p.tensors[tid].dims, like=n.out)
-    params = {k: int(v) for k, v in reference.softmax_params(s_in).items()}
-    lay.emit("SOFTMAX_S8", [tid], [out], ("QuantSoftmaxParams", params), n, "softmax")
-    lay.val[n.out] = (out, identity(rank))
+    beta = n.attrs.get("beta", 1.0)
+    params = {**{k: int(v) for k, v in reference.softmax_params(s_in, beta).items()}, "beta": beta}
+    # The exponentials of the 256 int8 differences, tabulated (1 KB of flash):
+    # a lookup per element instead of two fixed-point exponentials.
+    table = lay.constant(f"{n.name}_exp", reference.reduce.softmax_exp_table(
+        params["input_multiplier"], params["input_left_shift"], params["diff_min"]), "I32")
+    if len(n.inputs) > 1:
+        lay.emit("SOFTMAX_MASKED_S8", [tid, _mask(lay, n, order), table], [out], ("QuantSoftmaxParams", params), n,
+                 "softmax")
+    else:
+        lay.emit("SOFTMAX_S8", [tid, table], [out], ("QuantSoftmaxParams", params), n, "softmax")
+    lay.val[n.out] = (out, order)
 
 
 @F.lower16("qsoftmax")
 def _softmax_s16(lay, n: Node) -> None:
-    x = n.inputs[0]
-    rank = len(lay.g.shapes[x])
-    tid = lay.get(x, identity(rank), n)
+    tid, order = _last_axis(lay, n)
     (s_in, _), = n.attrs["in_q"]
     out = lay.activation(n.name, lay.p.tensors[tid].dims, like=n.out)
     exp_lut, one_lut = reference.softmax_luts_s16()
-    params = {k: int(v) for k, v in reference.softmax_params_s16(s_in).items()}
+    beta = n.attrs.get("beta", 1.0)
+    params = {**{k: int(v) for k, v in reference.softmax_params_s16(s_in, beta).items()}, "beta": beta}
     ins = [tid, lay.constant(f"{n.name}_exp_lut", exp_lut, "I16"), lay.constant(f"{n.name}_one_lut", one_lut, "I16")]
-    lay.emit("SOFTMAX_S16", ins, [out], ("QuantSoftmaxParams", params), n, "softmax")
-    lay.val[n.out] = (out, identity(rank))
+    code = "SOFTMAX_S16"
+    if len(n.inputs) > 1:
+        ins.append(_mask(lay, n, order))
+        code = "SOFTMAX_MASKED_S16"
+    lay.emit(code, ins, [out], ("QuantSoftmaxParams", params), n, "softmax")
+    lay.val[n.out] = (out, order)
+
+
+@F.lower("log_softmax")
+def _log_softmax_f32(lay, n: Node) -> None:
+    tid, perm = lay.val[n.inputs[0]]
+    out = lay.activation(n.name, lay.p.tensors[tid].dims)
+    lay.emit("LOG_SOFTMAX_F32", [tid], [out], ("SoftmaxParams", {"axis": perm.index(n.attrs["dim"])}), n,
+             "log_softmax")
+    lay.val[n.out] = (out, perm)
+
+
+@F.lower("qlog_softmax")
+def _log_softmax_s8(lay, n: Node) -> None:
+    tid, order = _last_axis(lay, n)
+    (s_in, _), = n.attrs["in_q"]
+    out = lay.activation(n.name, lay.p.tensors[tid].dims, like=n.out)
+    params = {k: int(v) for k, v in reference.log_softmax_params(s_in).items()}
+    lay.emit("LOG_SOFTMAX_S8", [tid], [out], ("QuantLogSoftmaxParams", params), n, "log_softmax")
+    lay.val[n.out] = (out, order)
+
+
+__all__ = ["F", "act_q", "attention"]

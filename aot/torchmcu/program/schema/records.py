@@ -55,7 +55,7 @@ ARGS: dict[str, tuple[str, str | None]] = {
     "PERMUTE": ("PermuteArgs", "PermuteParams"),
     "CONCAT": ("ConcatArgs", "ConcatParams"),
     "PAD": ("PadArgs", "PadParams"),
-    "BATCH_MATMUL_F32": ("BatchMatmulArgs", None),
+    "BATCH_MATMUL_F32": ("BatchMatmulArgs", "BatchMatmulParams"),
     "BATCH_MATMUL_S8": ("QuantBatchMatmulArgs", "QuantBatchMatmulParams"),
     "ETHOS_U": ("EthosUArgs", "EthosUParams"),
     "CONV2D_S4": ("QuantConv2dArgs", "QuantConv2dParams"),
@@ -86,6 +86,29 @@ ARGS: dict[str, tuple[str, str | None]] = {
     "ADAPTIVE_AVG_POOL2D_S16": ("QuantAdaptivePool2dArgs", "QuantPool2dParams"),
     # capture / views / shape
     "SLICE": ("SliceArgs", "SliceParams"),
+    # C: element-wise, reductions, normalisation and attention (LUT_S16: no arguments)
+    "ACTIVATION_F32": ("ActivationArgs", "ActivationParams"),
+    "PRELU_F32": ("BinaryArgs", "BinaryParams"),
+    "PRELU_S8": ("QuantPreluArgs", "QuantPreluParams"),
+    "PRELU_S16": ("QuantPreluArgs", "QuantPreluParams"),
+    "SUB_F32": ("BinaryArgs", "BinaryParams"),
+    "SUB_S8": ("QuantAddArgs", "QuantAddParams"),
+    "SUB_S16": ("QuantAddArgs", "QuantAddParams"),
+    "DIV_F32": ("BinaryArgs", "BinaryParams"),
+    "DIV_S8": ("QuantDivArgs", "QuantDivParams"),
+    "LOG_SOFTMAX_F32": ("SoftmaxArgs", "SoftmaxParams"),
+    "LOG_SOFTMAX_S8": ("QuantLogSoftmaxArgs", "QuantLogSoftmaxParams"),
+    "MEAN_S8": ("QuantMeanArgs", "QuantMeanParams"),
+    "MEAN_S16": ("QuantMeanArgs", "QuantMeanParams"),
+    "LAYER_NORM_F32": ("LayerNormArgs", "LayerNormParams"),
+    "LAYER_NORM_S8": ("QuantLayerNormArgs", "QuantLayerNormParams"),
+    "LAYER_NORM_S16": ("QuantLayerNormArgs", "QuantLayerNormParams"),
+    "GLU_F32": ("GluArgs", "GluParams"),
+    "GLU_S8": ("QuantGluArgs", "QuantGluParams"),
+    "GLU_S16": ("QuantGluArgs", "QuantGluParams"),
+    "SOFTMAX_MASKED_S8": ("QuantMaskedSoftmaxArgs", "QuantSoftmaxParams"),
+    "SOFTMAX_MASKED_S16": ("QuantMaskedSoftmaxArgs", "QuantSoftmaxParams"),
+    "BATCH_MATMUL_S16": ("QuantBatchMatmulArgs", "QuantBatchMatmulParams"),
 }  # SIGMOID_F32, TANH_F32, HARDSWISH_F32, COPY, LUT_S8: no arguments
 
 
@@ -179,6 +202,18 @@ def _requantize(ins: list, outs: list) -> dict[str, Any]:
     return {"multiplier": m, "shift": s, "input_zero_point": zp_in, "output_zero_point": zp_out}
 
 
+def _rows_cols_of_x(ins: list, outs: list) -> dict[str, Any]:
+    rows, cols = _rows_cols(ins[0] if ins else None)
+    return {"rows": rows, "cols": cols}
+
+
+def _masked_softmax(ins: list, outs: list) -> dict[str, Any]:
+    """x and y; the mask: input 1 (int8: then an optional exp table) or 3
+    (int16, after its two tables), whichever is the U8 one."""
+    mask = next((t for t in ins[1:] if t and t.get("dtype") == "U8"), None)
+    return dict(_x_y(ins, outs), mask=_dims(mask, 2))
+
+
 SHAPES: dict[str, Shapes] = {
     "LinearArgs": _linear, "QuantLinearArgs": _linear,
     "Conv2dArgs": _nhwc("x", "w", "y"), "QuantConv2dArgs": _nhwc("x", "w", "y"),
@@ -193,6 +228,11 @@ SHAPES: dict[str, Shapes] = {
     "RequantizeArgs": _requantize,
     "ResizeArgs": _nhwc("x", "y"), "AdaptivePool2dArgs": _nhwc("x", "y"), "QuantAdaptivePool2dArgs": _nhwc("x", "y"),
     "SliceArgs": _x_y,
+    # C: element-wise, reductions, normalisation and attention
+    "ActivationArgs": lambda ins, outs: {}, "QuantPreluArgs": _binary, "QuantDivArgs": _binary,
+    "QuantLogSoftmaxArgs": _x_y, "QuantMeanArgs": _x_y, "LayerNormArgs": _rows_cols_of_x,
+    "QuantLayerNormArgs": _rows_cols_of_x, "GluArgs": _x_y, "QuantGluArgs": _x_y,
+    "QuantMaskedSoftmaxArgs": _masked_softmax,
 }
 
 
