@@ -237,7 +237,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
 
     with torch.no_grad():
         ref = ep.module()(*example_inputs)
-    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    refs = torch.utils._pytree.tree_leaves(ref)  # outputs in the program's order (nested tuples flattened)
     meta = {
         # A board of the repository by name; one described in the user's own file by its path.
         "board": board.name if board.source is None or board.source.parent == BOARDS_DIR else str(board.source),

@@ -21,12 +21,14 @@ from .convert import to_graph
 from .graph import Graph
 from .layout import Scratch, to_program_graph
 from .lowering import ALL
+from .lowering.recurrent import fold_recurrent
 
 __all__ = ["PASSES", "Scratch", "lower", "to_program_graph"]
 
 PASSES: list[Callable[[Graph], None]] = [
     fusion.fold_batch_norm,   # first: exposes conv -> relu pairs to fusion
     fusion.fuse_activations,  # before fold_qdq: a fused clamp becomes the integer kernel's range
+    fold_recurrent,           # before fold_qdq: a recurrent group's q/dq pairs at its edges then cancel
     fusion.fold_qdq,
 ]
 

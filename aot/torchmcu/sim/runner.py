@@ -216,7 +216,7 @@ def reference(out_dir: str | Path, samples: list[list[np.ndarray]]) -> list[np.n
     with torch.no_grad():
         for s in samples:
             r = module(*[torch.from_numpy(np.ascontiguousarray(x)) for x in s])
-            r = r if isinstance(r, (tuple, list)) else (r,)
+            r = torch.utils._pytree.tree_leaves(r)  # nested tuples (an LSTM's (y, (h, c))) flattened
             for k, t in enumerate(r):
                 if len(outs) <= k:
                     outs.append([])

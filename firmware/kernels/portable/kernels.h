@@ -59,6 +59,14 @@ extern const Kernel kMaxPool2dS16;
 extern const Kernel kAvgPool2dS16;
 extern const Kernel kSoftmaxS16;
 extern const Kernel kRequantize;
+// recurrent layers (ops_recurrent.cc)
+extern const Kernel kLstmF32;
+extern const Kernel kGruF32;
+extern const Kernel kRnnF32;
+extern const Kernel kLstmS8;
+extern const Kernel kLstmS16;
+extern const Kernel kGruS8;
+extern const Kernel kRnnS8;
 
 }  // namespace portable
 }  // namespace torchmcu

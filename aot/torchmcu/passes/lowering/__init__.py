@@ -7,10 +7,10 @@ kernels and their tests; see docs/architecture.md.
 
 from __future__ import annotations
 
-from . import conv, elementwise, pool_resize, reduce, shape_views
+from . import conv, elementwise, pool_resize, recurrent, reduce, shape_views
 from .family import Family, merge
 
-FAMILIES: list[Family] = [conv.F, pool_resize.F, elementwise.F, reduce.F, shape_views.F]
+FAMILIES: list[Family] = [conv.F, pool_resize.F, elementwise.F, reduce.F, shape_views.F, recurrent.F]
 
 # Everything the families declare, in one table (a name declared twice is refused).
 ALL: Family = merge(FAMILIES)

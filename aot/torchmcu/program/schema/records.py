@@ -73,6 +73,14 @@ ARGS: dict[str, tuple[str, str | None]] = {
     "AVG_POOL2D_S16": ("QuantPool2dArgs", "QuantPool2dParams"),
     "SOFTMAX_S16": ("QuantSoftmaxArgs", "QuantSoftmaxParams"),
     "REQUANTIZE": ("RequantizeArgs", None),
+    # recurrent layers (reference/recurrent.py)
+    "LSTM_F32": ("RecurrentArgs", "RecurrentParams"),
+    "GRU_F32": ("RecurrentArgs", "RecurrentParams"),
+    "RNN_F32": ("RecurrentArgs", "RecurrentParams"),
+    "LSTM_S8": ("QuantLstmArgs", "QuantLstmParams"),
+    "LSTM_S16": ("QuantLstmArgs", "QuantLstmParams"),
+    "GRU_S8": ("QuantGruArgs", "QuantGruParams"),
+    "RNN_S8": ("QuantRnnArgs", "QuantRnnParams"),
 }  # SIGMOID_F32, TANH_F32, HARDSWISH_F32, COPY, LUT_S8: no arguments
 
 
@@ -166,6 +174,12 @@ def _requantize(ins: list, outs: list) -> dict[str, Any]:
     return {"multiplier": m, "shift": s, "input_zero_point": zp_in, "output_zero_point": zp_out}
 
 
+def _recurrent(ins: list, outs: list) -> dict[str, Any]:
+    """x [T, B, I] and y [T, B, H] of the recurrent ops."""
+    x, y = _dims(ins[0] if ins else None, 3), _dims(outs[0] if outs else None, 3)
+    return {"time_steps": x[0], "batch": x[1], "input_size": x[2], "hidden_size": y[2]}
+
+
 SHAPES: dict[str, Shapes] = {
     "LinearArgs": _linear, "QuantLinearArgs": _linear,
     "Conv2dArgs": _nhwc("x", "w", "y"), "QuantConv2dArgs": _nhwc("x", "w", "y"),
@@ -178,6 +192,8 @@ SHAPES: dict[str, Shapes] = {
     "ClampArgs": lambda ins, outs: {}, "QuantClampArgs": lambda ins, outs: {},
     "EthosUArgs": lambda ins, outs: {},
     "RequantizeArgs": _requantize,
+    "RecurrentArgs": _recurrent, "QuantLstmArgs": _recurrent, "QuantGruArgs": _recurrent,
+    "QuantRnnArgs": _recurrent,
 }
 
 
