@@ -50,6 +50,7 @@ import torch
 from torch.fx import Node
 
 from ..errors import TorchMCUError
+from . import recurrent
 
 aten = torch.ops.aten
 
@@ -233,6 +234,9 @@ def _make_quantizer_class():
                 elif n.target in ACTIVATIONS and _is_activation(n.args[0]):
                     # A standalone clamp keeps its input's quantization: an int8 min/max.
                     mark(n, {n.args[0]: act}, SharedQuantizationSpec((n.args[0], n)))
+                elif n.target in recurrent.TARGETS:  # fixed state quantizations from recorded ranges
+                    recurrent.annotate(n, act, mark)
+            recurrent.share_consumers(gm)
             unknown = sorted(set(self.precision) - self.matched)
             if unknown:
                 raise TorchMCUError(f"precision names {', '.join(unknown)}: no quantized op of the model has that "
@@ -316,6 +320,7 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     if not samples:
         raise TorchMCUError("the calibration set is empty")
     gm = torch.export.export(model.eval(), example_inputs, strict=False).module()
+    recurrent.record(gm, samples)  # the ranges inside recurrent ops, which PT2E does not see
     prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights, activations=activations, precision=precision))
     t0 = time.monotonic()
     with torch.no_grad():

@@ -199,8 +199,8 @@ def annotate(n: Node, act: Any, mark: Any) -> bool:
     hx = n.args[1]
     hx = list(hx) if isinstance(hx, (list, tuple)) else [hx]
     inputs = {x: act}
-    for k, h in enumerate(hx):
-        if isinstance(h, Node) and isinstance(h.meta.get("val"), torch.Tensor):
+    for k, h in enumerate(hx):  # activations only (not aten.zeros: a constant initial state)
+        if isinstance(h, Node) and isinstance(h.meta.get("val"), torch.Tensor) and h.all_input_nodes:
             inputs[h] = cspec if (lstm and k == 1) else hspec
     cell = n.target in CELLS
     if cell and not lstm:  # gru_cell / rnn_*_cell return h' itself
@@ -224,7 +224,7 @@ def share_consumers(gm: torch.fx.GraphModule) -> None:
             outs = [u for u in n.users if u.target is operator.getitem] or [n]
             fixed |= {u for u in outs if u.meta.get("quantization_annotation") is not None
                       and u.meta["quantization_annotation"].output_qspec is not None}
-    for n in gm.graph.nodes:
+    for n in gm.graph.nodes:  # in order: through ops that pass their input's quantization on (a squeeze)
         ann = n.meta.get("quantization_annotation")
         if ann is None or n.target in TARGETS:
             continue
@@ -232,3 +232,9 @@ def share_consumers(gm: torch.fx.GraphModule) -> None:
             spec = ann.input_qspec_map[src]
             if src in fixed and not isinstance(spec, SharedQuantizationSpec):
                 ann.input_qspec_map[src] = SharedQuantizationSpec(src)
+        out = ann.output_qspec
+        if isinstance(out, SharedQuantizationSpec):
+            root = out.edge_or_node
+            src = root[0] if isinstance(root, tuple) else root
+            if src in fixed:
+                fixed.add(n)

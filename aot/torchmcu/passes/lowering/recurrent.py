@@ -73,6 +73,7 @@ class _Group:
         if hx is None:
             return None
         if not is_activation(hx):
+            hx = hx.dequantized() if isinstance(hx, QConst) else hx
             v = np.asarray(hx, np.float32).reshape(count, B, H)[k]
             return None if not np.any(v) else v
         if self.cv.shape(hx) == (B, H):
@@ -244,9 +245,9 @@ def _make_integer(g: Graph, members: list[Node], ops: list[Node], q: dict) -> No
             x = n.inputs[0]
             if x not in inside:  # the group's input: its dequantize's source
                 n.inputs[0] = _producer(g, x).inputs[0]
-                n.attrs["in_q"] = [(g.qparams.get(n.inputs[0]) or _dq_params(g, x))]
-            else:
-                n.attrs["in_q"] = [hq]
+                n.attrs["in_q"] = [g.qparams.get(n.inputs[0]) or _dq_params(g, x)]
+            else:  # a layer below, or a cell's input reshaped (members come in order)
+                n.attrs["in_q"] = [g.qparams[x]]
             for k, qp, wide in ((5, hq, bits == 16), (6, cq, True)):
                 v = n.inputs[k] if len(n.inputs) > k else None
                 if isinstance(v, int) and v not in inside:
@@ -428,7 +429,9 @@ def _recurrent_int(lay, n: Node) -> None:
         act = int(n.attrs.get("activation", 0))
         params = ref.rnn_params(s_x, zp_x, float(swx[0]), s_h, zp_h, float(swh[0]), act, bool(n.attrs["reverse"]))
         table, code = "QuantRnnParams", "RNN_S8"
-    ins.append(_scratch(lay, n, ((4 if kind != "rnn" else 2), B, H)))
+    nbytes = lay.scratch(code, (T, B, I), (gates * H, I), (T, B, H), params)  # the backends' working memory
+    if nbytes > 0:
+        ins.append(_scratch(lay, n, ((nbytes + 1) // 2,)))
     lay.emit(code, ins, outs, (table, params), n, kind, T * B * gates * H * (I + H))
     lay.val[n.out] = (y, order)
 
