@@ -30,12 +30,17 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 from typing import Any
 
 import torch
 from torch.fx import Node
 
 aten = torch.ops.aten
+
+# torch.export warns about every nn.LSTM/GRU/RNN it captures (nn.RNNBase keeps
+# its weights in a plain list, _flat_weights): nothing a user can act on.
+warnings.filterwarnings("ignore", message=r"The tensor attributes .*_flat_weights", category=UserWarning)
 
 SEQUENCE = {aten.lstm.input: "lstm", aten.gru.input: "gru", aten.rnn_tanh.input: "rnn_tanh",
             aten.rnn_relu.input: "rnn_relu"}
