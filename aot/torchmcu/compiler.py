@@ -26,7 +26,7 @@ from .errors import CompileError
 from .frontend.capture import capture
 from .ir import PGraph
 from .passes import lower, to_program_graph
-from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, plan
+from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, make_state, plan
 from .program import serialize
 from .sources import FIRMWARE
 
@@ -66,6 +66,32 @@ def arena_regions(board: Board, budgets: dict[str, int] | None = None) -> list[R
         if room > 0:
             regions.append(RegionSpec(m.name, m.speed, room))
     return regions
+
+
+def state_pairs(state: Any, num_inputs: int, num_outputs: int) -> list[tuple[int, int]]:
+    """compile(state=...) as (input, output) index pairs."""
+    if state is None or state is False:
+        return []
+    if isinstance(state, int):
+        if not 0 <= state <= min(num_inputs, num_outputs):
+            raise CompileError(f"state={state}: the model has {num_inputs} inputs and {num_outputs} outputs")
+        return [(num_inputs - state + k, num_outputs - state + k) for k in range(state)]
+    try:
+        pairs = [(int(i), int(o)) for i, o in state]
+    except (TypeError, ValueError):
+        raise CompileError(f"state={state!r}: a count, or (input, output) index pairs") from None
+    for i, o in pairs:
+        if not (0 <= i < num_inputs and 0 <= o < num_outputs):
+            raise CompileError(f"state pair ({i}, {o}): the model has {num_inputs} inputs and {num_outputs} outputs")
+    if len({i for i, _ in pairs}) != len(pairs) or len({o for _, o in pairs}) != len(pairs):
+        raise CompileError(f"state={state!r}: each input and output may carry one state")
+    if len(pairs) >= num_inputs:
+        raise CompileError("every input is state: the model needs an input that is not")
+    return pairs
+
+
+def without(items: Any, indices: list[int]) -> list[Any]:
+    return [x for k, x in enumerate(items) if k not in set(indices)]
 
 
 def choose_arena_memory(board: Board, size: int) -> str:
@@ -121,7 +147,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             progress: bool = True, io: str = "float", budgets: dict[str, int] | None = None,
             pins: dict[str, str] | None = None, inplace: bool = True, copy_hot_weights: bool = False,
             tile: bool = False, symbol: str = serialize.DEFAULT_SYMBOL,
-            precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None) -> Compiled:
+            precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None,
+            state: int | list[tuple[int, int]] | None = None) -> Compiled:
     """Compile `model` for `board` into `out_dir` (created).
 
     quant: "float32", or "int8" (post-training quantization calibrated on
@@ -148,7 +175,11 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     precision.choose_precision picks each layer's (report.json "precision"
     says what it chose and why). backend_names: the backends that may take
     ops (torchmcu.backends), instead of the board's; the portable kernels run
-    the rest.
+    the rest. state: a streaming model's state (plan/state.py), as (input,
+    output) index pairs of the model's inputs and (flattened) outputs, or N
+    for its last N inputs and outputs in order (`forward(x, h, c) -> (y, h,
+    c)`: 2): the program keeps it in a persistent arena and updates it each
+    execution; its inputs and outputs are the others.
     """
     try:
         serialize.check_symbol(symbol)
@@ -166,6 +197,9 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)  # one input; capture() checks it is a tensor
     example_inputs = tuple(example_inputs)
+    if len({id(x) for x in example_inputs}) < len(example_inputs):  # one tensor twice (h and c = zeros):
+        example_inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in example_inputs)  # export
+        # would make them one input
 
     chosen = None  # precision.PrecisionPlan, when precision is a budget
     if quant in ("int8", "int4", "a16w8"):
@@ -181,9 +215,11 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
                              weights="int8" if quant == "a16w8" else quant,
                              activations="int16" if quant == "a16w8" else "int8", precision=precision)
     ep = capture(model, example_inputs)
-    graph = lower(ep, io)
+    pairs = state_pairs(state, len(example_inputs), len(ep.graph_signature.user_outputs))
+    graph = lower(ep, io, pairs)
     active = backends.select(board, backend_names)
     pg = to_program_graph(graph, scratch=lambda *op: max(b.scratch_bytes(*op) for b in active))
+    make_state(pg, pairs)
     if quant in ("int8", "int4", "a16w8"):
         _warn_fallbacks(pg)
     ctx = CompileContext(board, example_inputs, calibration)
@@ -205,7 +241,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
                                         tile=tile, operand_memories=reach))
     for b in active:
         b.check_plan(pg, mem)
-    arenas = [serialize.ArenaSpec(r.name, r.arena_bytes) for r in mem.regions]
+    arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]
     prog, segment = serialize.program_dict(pg, mem, arenas)
     pte = serialize.to_pte(prog, segment)
     # What the device links (tool-only fields dropped): a delegate's calls keep a copy of their partitions' ops
@@ -220,7 +256,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             hot_note = (f"nothing copied: the program's memory {program_memory} is as fast as the RAM "
                         f"the plan uses ({', '.join(r.name for r in mem.regions)})")
         elif copy_hot_weights_into(pg, mem, speed):
-            arenas = [serialize.ArenaSpec(r.name, r.arena_bytes) for r in mem.regions]
+            arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]
             prog, segment = serialize.program_dict(pg, mem, arenas)
             pte = serialize.to_pte(prog, segment)
     (out / "model.pte").write_bytes(pte)
@@ -242,13 +278,18 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         # A board of the repository by name; one described in the user's own file by its path.
         "board": board.name if board.source is None or board.source.parent == BOARDS_DIR else str(board.source),
         "program_memory": program_memory,
-        "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size} for a in arenas],
-        "inputs": [_tensor_meta(x, pg.tensors[t].name, pg.tensors[t]) for x, t in zip(example_inputs, pg.inputs)],
-        "outputs": [_tensor_meta(r, f"output_{k}", pg.tensors[t]) for k, (r, t) in enumerate(zip(refs, pg.outputs))],
+        "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size,
+                    **({"persistent": True} if a.persistent else {})} for a in arenas],
+        "inputs": [_tensor_meta(x, pg.tensors[t].name, pg.tensors[t])
+                   for x, t in zip(without(example_inputs, [i for i, _ in pairs]), pg.inputs)],
+        "outputs": [_tensor_meta(r, f"output_{k}", pg.tensors[t])
+                    for k, (r, t) in enumerate(zip(without(refs, [o for _, o in pairs]), pg.outputs))],
         "float_tolerance": FLOAT_TOLERANCE,
         "quant": quant,
         "symbol": symbol,
     }
+    if pairs:  # what `run --check` carries from one sample to the next in PyTorch
+        meta["state"] = [{"input": i, "output": o, "shape": list(example_inputs[i].shape)} for i, o in pairs]
     (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
     np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
 
@@ -436,7 +477,7 @@ def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes:
     for op in pg.ops:
         coverage[op.backend] = coverage.get(op.backend, 0) + 1
     regions = []
-    for reg in mem.regions:
+    for reg in (r for r in mem.regions if not r.persistent):
         planned = reg.arena_bytes - reg.hot_bytes
         regions.append({"name": reg.name, "planned_bytes": planned, "lower_bound_bytes": reg.lower_bound_bytes,
                         "ratio": round(planned / reg.lower_bound_bytes, 4) if reg.lower_bound_bytes else 1.0,
@@ -459,6 +500,7 @@ def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes:
             if mem.classic_lower_bound_bytes else 1.0,
             "aliasing": mem.aliasing,
             "persistent_bytes": runtime_state_bytes(board),
+            "state": model_state(pg, mem),
             "hot_weights": [{"tensor": pg.tensors[h.tensor].name, "region": mem.regions[h.region].name,
                              "bytes": h.nbytes, "reads_per_byte": round(h.reads_per_byte, 2)} for h in mem.hot],
         },
@@ -467,6 +509,16 @@ def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes:
                   "weights": weight_flash(pg)},
         "kernels": sorted({op.code for op in pg.ops}),
     }
+
+
+def model_state(pg: PGraph, mem: Plan) -> dict[str, Any] | None:
+    """A streaming model's state (plan/state.py): its bytes, memory and tensors."""
+    region = next((r for r in mem.regions if r.persistent), None)
+    if region is None:
+        return None
+    return {"bytes": region.arena_bytes, "memory": region.name,
+            "tensors": [{"name": pg.tensors[t].name, "bytes": pg.tensors[t].nbytes, "dtype": pg.tensors[t].dtype}
+                        for t in pg.state]}
 
 
 def format_report(r: dict[str, Any]) -> str:
@@ -490,6 +542,10 @@ def format_report(r: dict[str, Any]) -> str:
            else f"no {r['board_arch']} compiler here")
     lines.append(f"  runtime state: {state} B per model" if state is not None
                  else f"  runtime state: not measured ({why})")
+    if m.get("state"):
+        s = m["state"]
+        lines.append(f"  model state: {s['bytes']:,} B in {s['memory']}, kept across executions (reset when the "
+                     f"method loads): " + ", ".join(f"{t['name']} {t['bytes']} B {t['dtype']}" for t in s["tensors"]))
     if m.get("hot_weights_note"):
         lines.append(f"  --copy-hot-weights: {m['hot_weights_note']}")
     for h in m["hot_weights"]:

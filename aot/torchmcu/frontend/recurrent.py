@@ -166,8 +166,20 @@ def record(gm: torch.fx.GraphModule, samples: list[tuple[torch.Tensor, ...]]) ->
     return len(nodes)
 
 
+def _snap(v: float, up: bool) -> float:
+    """v rounded outwards to 11 significant bits: a range computed twice
+    with float noise in its last bits (the same sequences run whole, or
+    frame by frame through a streaming model) gives one quantization."""
+    if v == 0 or not math.isfinite(v):
+        return v
+    step = 2.0 ** (math.floor(math.log2(abs(v))) - 10)
+    return (math.ceil(v / step) if up else math.floor(v / step)) * step
+
+
 def _observed(spec: Any, lo: float, hi: float) -> tuple[float, int]:
-    """(scale, zero point) that spec's observer computes for values in [lo, hi]."""
+    """(scale, zero point) that spec's observer computes for values in [lo, hi]
+    (snapped outwards, see _snap)."""
+    lo, hi = _snap(lo, False), _snap(hi, True)
     obs = spec.observer_or_fake_quant_ctr.with_args(dtype=spec.dtype, quant_min=spec.quant_min,
                                                     quant_max=spec.quant_max, qscheme=spec.qscheme)()
     obs(torch.tensor([lo, hi], dtype=torch.float32))

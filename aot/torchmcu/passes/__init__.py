@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 
 from . import fusion
+from .state import integer_state
 from .convert import to_graph
 from .graph import Graph
 from .layout import Scratch, to_program_graph
@@ -33,13 +34,17 @@ PASSES: list[Callable[[Graph], None]] = [
 ]
 
 
-def lower(ep: torch.export.ExportedProgram, io: str = "float") -> Graph:
+def lower(ep: torch.export.ExportedProgram, io: str = "float", state: list[tuple[int, int]] | None = None) -> Graph:
     """The logical graph of `ep` after the passes. io: "float" (quantize and
-    dequantize inside the program) or "int8" (int8 inputs and outputs)."""
+    dequantize inside the program) or "int8" (int8 inputs and outputs).
+    state: (input, output) index pairs of streaming state (plan/state.py),
+    kept in their integer form where both edges are quantized alike."""
     g = to_graph(ep, ALL.rules)
     for p in PASSES:
         p(g)
     if io == "int8":
         fusion.int8_io(g)
+    if state:
+        integer_state(g, state)
     return g
 

@@ -213,10 +213,17 @@ def reference(out_dir: str | Path, samples: list[list[np.ndarray]]) -> list[np.n
     ep = torch.export.load(str(Path(out_dir) / "model.pt2"))
     module = ep.module()
     outs: list[list[np.ndarray]] = []
+    # A streaming model's state (compile state=...): zeros, then each sample's new state feeds the next.
+    state = load_meta(out_dir).get("state") or []
+    carried = {s["input"]: torch.zeros(s["shape"]) for s in state}
     with torch.no_grad():
         for s in samples:
-            r = module(*[torch.from_numpy(np.ascontiguousarray(x)) for x in s])
-            r = torch.utils._pytree.tree_leaves(r)  # nested tuples (an LSTM's (y, (h, c))) flattened
+            given = iter(torch.from_numpy(np.ascontiguousarray(x)) for x in s)
+            args = [carried[k] if k in carried else next(given) for k in range(len(s) + len(carried))]
+            r = torch.utils._pytree.tree_leaves(module(*args))  # nested tuples (an LSTM's (y, (h, c))) flattened
+            for st in state:
+                carried[st["input"]] = r[st["output"]]
+            r = [t for k, t in enumerate(r) if k not in {st["output"] for st in state}]
             for k, t in enumerate(r):
                 if len(outs) <= k:
                     outs.append([])
