@@ -320,7 +320,7 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     if not samples:
         raise TorchMCUError("the calibration set is empty")
     gm = torch.export.export(model.eval(), example_inputs, strict=False).module()
-    recurrent.record(gm, samples)  # the ranges inside recurrent ops, which PT2E does not see
+    has_recurrent = recurrent.record(gm, samples)  # the ranges inside recurrent ops, which PT2E does not see
     prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights, activations=activations, precision=precision))
     t0 = time.monotonic()
     with torch.no_grad():
@@ -328,6 +328,8 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
             prepared(*s)
             if progress:
                 _progress(i, len(samples), t0)
+    if has_recurrent:
+        recurrent.snap_observers(prepared)
     return convert_pt2e(prepared)
 
 

@@ -176,6 +176,20 @@ def _snap(v: float, up: bool) -> float:
     return (math.ceil(v / step) if up else math.floor(v / step)) * step
 
 
+def snap_observers(prepared: torch.nn.Module) -> None:
+    """The activation observers' ranges after calibration, snapped as the
+    recurrent ranges are (_snap), in a model with recurrent ops: a streaming
+    model calibrated frame by frame sees the whole-sequence model's values up
+    to float noise (PyTorch computes a [1, T, H] linear and T [1, 1, H] ones
+    with different roundings), and must get its quantization."""
+    for m in prepared.modules():
+        lo, hi = getattr(m, "min_val", None), getattr(m, "max_val", None)
+        if isinstance(lo, torch.Tensor) and isinstance(hi, torch.Tensor) and lo.numel() == 1 and hi.numel() == 1 \
+                and math.isfinite(float(lo)) and math.isfinite(float(hi)):
+            lo.fill_(_snap(float(lo), False))
+            hi.fill_(_snap(float(hi), True))
+
+
 def _observed(spec: Any, lo: float, hi: float) -> tuple[float, int]:
     """(scale, zero point) that spec's observer computes for values in [lo, hi]
     (snapped outwards, see _snap)."""

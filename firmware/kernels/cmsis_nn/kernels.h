@@ -39,6 +39,9 @@ extern const Kernel kAddS16;
 extern const Kernel kMulS16;
 extern const Kernel kMaxPool2dS16;
 extern const Kernel kAvgPool2dS16;
+// recurrent layers (lstm.cc)
+extern const Kernel kLstmS8;
+extern const Kernel kLstmS16;
 
 }  // namespace cmsis_nn
 }  // namespace torchmcu
