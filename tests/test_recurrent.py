@@ -158,17 +158,28 @@ X void k_lstm_s16(const int16_t* x, const int8_t* wi, const int8_t* wh, const in
   lstm_s16(x, wi, wh, b, h0, c0, y, c, shape(s), lstm_q(q));
 }
 // q: the 12 gate values, then rh, blend_n, blend_h (multiplier, shift), output_offset.
-X void k_gru_s8(const int8_t* x, const int8_t* wi, const int8_t* wh, const int32_t* b, const int8_t* h0,
-                int8_t* y, const int32_t* s, const int32_t* q) {
+static GruQuant gru_q(const int32_t* q) {
   GruQuant g{};
   g.gates = gates(q, 3);
   g.rh_multiplier = q[12]; g.rh_shift = q[13]; g.blend_n_multiplier = q[14]; g.blend_n_shift = q[15];
   g.blend_h_multiplier = q[16]; g.blend_h_shift = q[17]; g.output_offset = q[18];
-  gru_s8(x, wi, wh, b, h0, y, shape(s), g);
+  return g;
+}
+X void k_gru_s8(const int8_t* x, const int8_t* wi, const int8_t* wh, const int32_t* b, const int8_t* h0,
+                int8_t* y, const int32_t* s, const int32_t* q) {
+  gru_s8(x, wi, wh, b, h0, y, shape(s), gru_q(q));
+}
+X void k_gru_s16(const int16_t* x, const int8_t* wi, const int8_t* wh, const int64_t* b, const int16_t* h0,
+                 int16_t* y, const int32_t* s, const int32_t* q) {
+  gru_s16(x, wi, wh, b, h0, y, shape(s), gru_q(q));
 }
 X void k_rnn_s8(const int8_t* x, const int8_t* wi, const int8_t* wh, const int32_t* b, const int8_t* h0,
                 int8_t* y, const int32_t* s, const int32_t* q) {
   rnn_s8(x, wi, wh, b, h0, y, shape(s), RnnQuant{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7] != 0});
+}
+X void k_rnn_s16(const int16_t* x, const int8_t* wi, const int8_t* wh, const int64_t* b, const int16_t* h0,
+                 int16_t* y, const int32_t* s, const int32_t* q) {
+  rnn_s16(x, wi, wh, b, h0, y, shape(s), RnnQuant{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7] != 0});
 }
 X int16_t k_sigmoid(int32_t x, int32_t shift) { return sigmoid_s16(x, shift); }
 X int16_t k_tanh(int32_t x, int32_t shift) { return tanh_s16(x, shift); }
@@ -237,34 +248,37 @@ def test_lstm_kernel_is_the_reference(lib, seed, wide):
     np.testing.assert_array_equal(c, c_ref)
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["s8", "s16"])
 @pytest.mark.parametrize("seed", range(10))
-def test_gru_and_rnn_kernels_are_the_reference(lib, seed):
+def test_gru_and_rnn_kernels_are_the_reference(lib, seed, wide):
     g = np.random.default_rng(100 + seed)
-    T, B, I, H, qi, qh, x, h0, zp, bias, gq = _random_case(g, "gru", loud=seed % 3 == 0)
-    bias = np.clip(bias, -2 ** 24, 2 ** 24)
+    T, B, I, H, qi, qh, x, h0, zp, bias, gq = _random_case(g, "gru", wide, loud=seed % 3 == 0)
+    bias = bias if wide else np.clip(bias, -2 ** 24, 2 ** 24)
     p = R.gru_params(1.0, 0, np.ones(3), 2.0 ** -7, zp, np.ones(3), reverse=bool(seed % 2))
     p.update(gq)
-    y_ref = R.gru_int(x, qi, qh, bias, h0, p)
+    y_ref = R.gru_int(x, qi, qh, bias, h0, p, wide=wide)
     y = np.zeros_like(y_ref)
     q = np.array([*p["x_multiplier"], *p["x_shift"], *p["h_multiplier"], *p["h_shift"], p["rh_multiplier"],
                   p["rh_shift"], p["blend_n_multiplier"], p["blend_n_shift"], p["blend_h_multiplier"],
                   p["blend_h_shift"], zp], np.int32)
     s = np.array([T, B, I, H, int(p["reverse"])], np.int32)
-    lib.k_gru_s8(_p(x), _p(qi), _p(qh), _p(bias.astype(np.int32)), _p(h0), _p(y), _p(s), _p(q))
+    b = bias.astype(np.int64 if wide else np.int32)
+    (lib.k_gru_s16 if wide else lib.k_gru_s8)(_p(x), _p(qi), _p(qh), _p(b), _p(h0), _p(y), _p(s), _p(q))
     np.testing.assert_array_equal(y, y_ref)
 
-    T, B, I, H, qi, qh, x, h0, zp, bias, gq = _random_case(g, "rnn", loud=seed % 3 == 0)
-    bias = np.clip(bias, -2 ** 24, 2 ** 24)
+    T, B, I, H, qi, qh, x, h0, zp, bias, gq = _random_case(g, "rnn", wide, loud=seed % 3 == 0)
+    bias = bias if wide else np.clip(bias, -2 ** 24, 2 ** 24)
     act = seed % 2
-    p = R.rnn_params(1.0, 0, 1.0, 2.0 ** -7, zp, 1.0, act, reverse=seed % 4 >= 2)
+    p = R.rnn_params(1.0, 0, 1.0, 2.0 ** -7, zp, 1.0, act, reverse=seed % 4 >= 2, wide=wide)
     p.update(x_multiplier=gq["x_multiplier"][0], x_shift=gq["x_shift"][0], h_multiplier=gq["h_multiplier"][0],
              h_shift=gq["h_shift"][0])
-    y_ref = R.rnn_int(x, qi, qh, bias, h0, p)
+    y_ref = R.rnn_int(x, qi, qh, bias, h0, p, wide=wide)
     y = np.zeros_like(y_ref)
     q = np.array([p["x_multiplier"], p["x_shift"], p["h_multiplier"], p["h_shift"], p["output_multiplier"],
                   p["output_shift"], zp, act], np.int32)
     s = np.array([T, B, I, H, int(p["reverse"])], np.int32)
-    lib.k_rnn_s8(_p(x), _p(qi), _p(qh), _p(bias.astype(np.int32)), _p(h0), _p(y), _p(s), _p(q))
+    b = bias.astype(np.int64 if wide else np.int32)
+    (lib.k_rnn_s16 if wide else lib.k_rnn_s8)(_p(x), _p(qi), _p(qh), _p(b), _p(h0), _p(y), _p(s), _p(q))
     np.testing.assert_array_equal(y, y_ref)
 
 
@@ -353,6 +367,7 @@ INT_CASES = {
     "lstm_2layer": (lambda: _Seq(nn.LSTM(10, 16, 2), 16), (8, 1, 10)),
     "lstm_bidirectional_b2": (lambda: _Seq(nn.LSTM(10, 8, bidirectional=True), 16), (8, 2, 10)),
     "gru": (lambda: _Seq(nn.GRU(10, 16, batch_first=True), 16, on_state=True), (1, 12, 10)),
+    "gru_2layer_bidirectional": (lambda: _Seq(nn.GRU(10, 8, 2, bidirectional=True), 16), (8, 1, 10)),
     "rnn_tanh": (lambda: _Seq(nn.RNN(10, 16), 16), (8, 1, 10)),
     "rnn_relu": (lambda: _Seq(nn.RNN(10, 16, nonlinearity="relu"), 16), (8, 1, 10)),
 }
@@ -362,8 +377,6 @@ INT_CASES = {
 @pytest.mark.parametrize("name", list(INT_CASES))
 def test_integer_models_are_the_reference_bit_for_bit(name, quant, host_runner, tmp_path):
     make, shape = INT_CASES[name]
-    if quant == "a16w8" and not name.startswith("lstm"):
-        pytest.skip("GRU and RNN have int8 kernels only (at a16w8 they run in float)")
     torch.manual_seed(2)
     model = make().eval()
     calib = [(torch.randn(*shape),) for _ in range(6)]

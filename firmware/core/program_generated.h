@@ -89,8 +89,10 @@ enum class OpCode : uint16_t {
   LSTM_S16 = 114,
   GRU_S8 = 115,
   RNN_S8 = 116,
+  GRU_S16 = 117,
+  RNN_S16 = 118,
 };
-constexpr uint32_t kNumOpCode = 117;
+constexpr uint32_t kNumOpCode = 119;
 
 enum class OpParams : uint8_t {
   NONE = 0,

@@ -27,8 +27,8 @@ The int16 sigmoid and tanh are TFLite's: a 256-entry table of sigmoid(i /
 1). The table is computed here (sigmoid_table_u16) and the whole op is
 checked against TFLM's kernel (tests/test_recurrent.py).
 
-**GRU and RNN at int8** are torchmcu's own kernels in the same scheme
-(TFLite has no GRU op):
+**GRU and RNN at int8 and a16w8** are torchmcu's own kernels in the same
+scheme (TFLite has no GRU op):
 
 - GRU: r and z as the LSTM's gates; xn and hn (the n gate's input and
   hidden products, b_hn in the hidden one) in Q3.12; n = tanh(sat(xn +
@@ -37,8 +37,11 @@ checked against TFLM's kernel (tests/test_recurrent.py).
   at 2^-15 s_h, each requantized to s_h and summed with the zero point,
   saturated to int8.
 - RNN (tanh): the pre-activation as a gate's, tanh, then requantized by
-  2^-15 / s_h; RNN (relu): the pre-activation in int16 at s_h / 128, then
-  max(pre, 0) requantized by 2^-7 (exactly: the int8 value's 8 bits).
+  2^-15 / s_h; RNN (relu): the pre-activation in int16 at s_h / 128 (a16w8:
+  at s_h), then max(pre, 0) requantized by 2^-7 (a16w8: 1).
+
+With int16 activations (a16w8) the products accumulate in 64 bits with an
+int64 bias and requantize as LSTM_S16's; zero points are 0.
 """
 
 from __future__ import annotations
@@ -178,17 +181,19 @@ def gru_params(s_x: float, zp_x: int, s_wx: np.ndarray, s_h: float, zp_h: int, s
                 blend_h_shift=bs, output_offset=int(zp_h), input_offset=-int(zp_x))
 
 
-def rnn_pre_scale(s_h: float, activation: int) -> float:
-    """The RNN's pre-activation scale: Q3.12 for tanh, s_h / 128 for relu."""
-    return GATE_SCALE if activation == 0 else _f32(s_h) / 128.0
+def rnn_pre_scale(s_h: float, activation: int, wide: bool = False) -> float:
+    """The RNN's pre-activation scale: Q3.12 for tanh; for relu, s_h / 128
+    (the int8 hidden state's range with 7 bits more) or, with int16
+    activations, s_h itself."""
+    return GATE_SCALE if activation == 0 else _f32(s_h) / (1.0 if wide else 128.0)
 
 
 def rnn_params(s_x: float, zp_x: int, s_wx: float, s_h: float, zp_h: int, s_wh: float, activation: int,
-               reverse: bool = False) -> dict[str, Any]:
-    pre = rnn_pre_scale(s_h, activation)
+               reverse: bool = False, wide: bool = False) -> dict[str, Any]:
+    pre = rnn_pre_scale(s_h, activation, wide)
     xm, xs = _mult(_f32(s_x) * _f32(s_wx) / pre)
     hm, hs = _mult(_f32(s_h) * _f32(s_wh) / pre)
-    om, os_ = _inter(ACT_SCALE, 1.0, s_h) if activation == 0 else _mult(2.0 ** -7)
+    om, os_ = _inter(ACT_SCALE, 1.0, s_h) if activation == 0 else _mult(1.0 if wide else 2.0 ** -7)
     return dict(reverse=bool(reverse), activation=int(activation), x_multiplier=xm, x_shift=xs, h_multiplier=hm,
                 h_shift=hs, output_multiplier=om, output_shift=os_, output_offset=int(zp_h), input_offset=-int(zp_x))
 
@@ -273,20 +278,21 @@ def lstm_int(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray
 
 
 def gru_int(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray, h0: np.ndarray | None,
-            p: dict[str, Any]) -> np.ndarray:
-    """GRU_S8: y [T, B, H] (int8). bias: [2, 3H] (input side; hidden side with
-    the n gate's b_hn), offsets folded in."""
+            p: dict[str, Any], wide: bool = False) -> np.ndarray:
+    """GRU_S8 (wide: GRU_S16): y [T, B, H]. bias: [2, 3H] (input side;
+    hidden side with the n gate's b_hn), offsets folded in."""
     x = np.asarray(x, np.int64)
     T, B, _ = x.shape
     H = w_hh.shape[1]
+    lo, hi, dt = (INT16_MIN, INT16_MAX, np.int16) if wide else (-128, 127, np.int8)
     zp_h = int(p["output_offset"])
     h = np.full((B, H), zp_h, np.int64) if h0 is None else np.asarray(h0, np.int64).reshape(B, H)
     bias = np.asarray(bias, np.int64).reshape(2, 3 * H)
-    y = np.zeros((T, B, H), np.int8)
+    y = np.zeros((T, B, H), dt)
 
     def side(g: int, v: np.ndarray, w: np.ndarray, row: int, which: str) -> np.ndarray:
         rows = slice(g * H, (g + 1) * H)
-        return _fc(v, w[rows], bias[row, rows], p[f"{which}_multiplier"][g], p[f"{which}_shift"][g], False)
+        return _fc(v, w[rows], bias[row, rows], p[f"{which}_multiplier"][g], p[f"{which}_shift"][g], wide)
 
     for step in _steps(T, p.get("reverse", False)):
         xt = x[step]
@@ -297,26 +303,27 @@ def gru_int(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray,
         n = tanh_s16(_sat16(side(2, xt, w_ih, 0, "x") + rhn)).astype(np.int64)
         blend = (requantize((32768 - z) * n, p["blend_n_multiplier"], p["blend_n_shift"])
                  + requantize(z * (h - zp_h), p["blend_h_multiplier"], p["blend_h_shift"]))
-        h = np.clip(zp_h + blend, -128, 127)
+        h = np.clip(zp_h + blend, lo, hi)
         y[step] = h
     return y
 
 
 def rnn_int(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray, h0: np.ndarray | None,
-            p: dict[str, Any]) -> np.ndarray:
-    """RNN_S8: y [T, B, H] (int8). bias: [2, H], offsets folded in."""
+            p: dict[str, Any], wide: bool = False) -> np.ndarray:
+    """RNN_S8 (wide: RNN_S16): y [T, B, H]. bias: [2, H], offsets folded in."""
     x = np.asarray(x, np.int64)
     T, B, _ = x.shape
     H = w_hh.shape[1]
+    lo, hi, dt = (INT16_MIN, INT16_MAX, np.int16) if wide else (-128, 127, np.int8)
     zp_h = int(p["output_offset"])
     h = np.full((B, H), zp_h, np.int64) if h0 is None else np.asarray(h0, np.int64).reshape(B, H)
     bias = np.asarray(bias, np.int64).reshape(2, H)
-    y = np.zeros((T, B, H), np.int8)
+    y = np.zeros((T, B, H), dt)
     for step in _steps(T, p.get("reverse", False)):
-        pre = _sat16(_fc(x[step], w_ih, bias[0], p["x_multiplier"], p["x_shift"], False)
-                     + _fc(h, w_hh, bias[1], p["h_multiplier"], p["h_shift"], False))
+        pre = _sat16(_fc(x[step], w_ih, bias[0], p["x_multiplier"], p["x_shift"], wide)
+                     + _fc(h, w_hh, bias[1], p["h_multiplier"], p["h_shift"], wide))
         v = tanh_s16(pre).astype(np.int64) if p["activation"] == 0 else np.maximum(pre, 0)
-        h = np.clip(zp_h + requantize(v, p["output_multiplier"], p["output_shift"]), -128, 127)
+        h = np.clip(zp_h + requantize(v, p["output_multiplier"], p["output_shift"]), lo, hi)
         y[step] = h
     return y
 
@@ -387,5 +394,7 @@ OPS: dict[str, Callable[[list, dict, list], Any]] = {
     "LSTM_S16": lambda a, p, outs: lstm_int(a[0], a[1], a[2], a[3], a[4], a[5], p, wide=True),
     "GRU_S8": lambda a, p, outs: gru_int(a[0], a[1], a[2], a[3], a[4], p),
     "RNN_S8": lambda a, p, outs: rnn_int(a[0], a[1], a[2], a[3], a[4], p),
+    "GRU_S16": lambda a, p, outs: gru_int(a[0], a[1], a[2], a[3], a[4], p, wide=True),
+    "RNN_S16": lambda a, p, outs: rnn_int(a[0], a[1], a[2], a[3], a[4], p, wide=True),
 }
 # The runners of ops with two outputs (the LSTMs: y and c) return a tuple.

@@ -67,6 +67,8 @@ extern const Kernel kLstmS8;
 extern const Kernel kLstmS16;
 extern const Kernel kGruS8;
 extern const Kernel kRnnS8;
+extern const Kernel kGruS16;
+extern const Kernel kRnnS16;
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -203,22 +203,26 @@ void lstm_s16_run(const OpContext& ctx) {
            shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), lstm_quant(a));
 }
 
-Error gru_s8_check(const OpContext& ctx) {
+Error gru_check(const OpContext& ctx, DType act, DType bias) {
   TMCU_CHECK(check::counts(ctx, 5, 6, 1) && check::args<schema::QuantGruArgs>(ctx, OpParams::QuantGruParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantGruArgs>();
-  TMCU_TRY(shapes(ctx, a, DType::I8, DType::I8, 3));
+  TMCU_TRY(shapes(ctx, a, act, DType::I8, 3));
+  const int32_t lo = act == DType::I8 ? -128 : -32768;
+  const int32_t hi = act == DType::I8 ? 127 : 32767;
   TMCU_CHECK(gates_ok(a, 3) && requant_ok(a.rh_multiplier, a.rh_shift) &&
                  requant_ok(a.blend_n_multiplier, a.blend_n_shift) &&
-                 requant_ok(a.blend_h_multiplier, a.blend_h_shift) && a.output_offset >= -128 &&
-                 a.output_offset <= 127 && a.input_offset >= -127 && a.input_offset <= 128,
+                 requant_ok(a.blend_h_multiplier, a.blend_h_shift) && a.output_offset >= lo &&
+                 a.output_offset <= hi && a.input_offset >= -hi && a.input_offset <= -lo,
              Error::InvalidOp);
-  TMCU_TRY(bias_ok(ctx.input(3), DType::I32, 2, 3 * a.hidden_size, false));
+  TMCU_TRY(bias_ok(ctx.input(3), bias, 2, 3 * a.hidden_size, false));
   return scratch_ok(ctx, 5);
 }
 
-void gru_s8_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantGruArgs>();
+Error gru_s8_check(const OpContext& ctx) { return gru_check(ctx, DType::I8, DType::I32); }
+Error gru_s16_check(const OpContext& ctx) { return gru_check(ctx, DType::I16, DType::I64); }
+
+GruQuant gru_quant(const schema::QuantGruArgs& a) {
   GruQuant q{};
   q.gates = gate_quant(a, 3);
   q.rh_multiplier = a.rh_multiplier;
@@ -228,32 +232,58 @@ void gru_s8_run(const OpContext& ctx) {
   q.blend_h_multiplier = a.blend_h_multiplier;
   q.blend_h_shift = a.blend_h_shift;
   q.output_offset = a.output_offset;
-  gru_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int32_t>(3),
-         ctx.in<const int8_t>(4), ctx.out<int8_t>(0),
-         shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), q);
+  return q;
 }
 
-Error rnn_s8_check(const OpContext& ctx) {
+void gru_s8_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::QuantGruArgs>();
+  gru_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int32_t>(3),
+         ctx.in<const int8_t>(4), ctx.out<int8_t>(0),
+         shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), gru_quant(a));
+}
+
+void gru_s16_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::QuantGruArgs>();
+  gru_s16(ctx.in<const int16_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int64_t>(3),
+          ctx.in<const int16_t>(4), ctx.out<int16_t>(0),
+          shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), gru_quant(a));
+}
+
+Error rnn_check(const OpContext& ctx, DType act, DType bias) {
   TMCU_CHECK(check::counts(ctx, 5, 6, 1) && check::args<schema::QuantRnnArgs>(ctx, OpParams::QuantRnnParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantRnnArgs>();
-  TMCU_TRY(shapes(ctx, a, DType::I8, DType::I8, 1));
+  TMCU_TRY(shapes(ctx, a, act, DType::I8, 1));
+  const int32_t lo = act == DType::I8 ? -128 : -32768;
+  const int32_t hi = act == DType::I8 ? 127 : 32767;
   TMCU_CHECK((a.activation == 0 || a.activation == 1) && requant_ok(a.x_multiplier, a.x_shift) &&
                  requant_ok(a.h_multiplier, a.h_shift) && requant_ok(a.output_multiplier, a.output_shift) &&
-                 a.output_offset >= -128 && a.output_offset <= 127 && a.input_offset >= -127 &&
-                 a.input_offset <= 128,
+                 a.output_offset >= lo && a.output_offset <= hi && a.input_offset >= -hi && a.input_offset <= -lo,
              Error::InvalidOp);
-  TMCU_TRY(bias_ok(ctx.input(3), DType::I32, 2, a.hidden_size, false));
+  TMCU_TRY(bias_ok(ctx.input(3), bias, 2, a.hidden_size, false));
   return scratch_ok(ctx, 5);
+}
+
+Error rnn_s8_check(const OpContext& ctx) { return rnn_check(ctx, DType::I8, DType::I32); }
+Error rnn_s16_check(const OpContext& ctx) { return rnn_check(ctx, DType::I16, DType::I64); }
+
+RnnQuant rnn_quant(const schema::QuantRnnArgs& a) {
+  return RnnQuant{a.x_multiplier, a.x_shift,  a.h_multiplier, a.h_shift, a.output_multiplier, a.output_shift,
+                  a.output_offset, a.activation == 1};
 }
 
 void rnn_s8_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantRnnArgs>();
-  const RnnQuant q{a.x_multiplier, a.x_shift, a.h_multiplier, a.h_shift, a.output_multiplier, a.output_shift,
-                   a.output_offset, a.activation == 1};
   rnn_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int32_t>(3),
          ctx.in<const int8_t>(4), ctx.out<int8_t>(0),
-         shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), q);
+         shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), rnn_quant(a));
+}
+
+void rnn_s16_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::QuantRnnArgs>();
+  rnn_s16(ctx.in<const int16_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int64_t>(3),
+          ctx.in<const int16_t>(4), ctx.out<int16_t>(0),
+          shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), rnn_quant(a));
 }
 
 }  // namespace
@@ -265,6 +295,8 @@ const Kernel kLstmS8 = {lstm_s8_check, lstm_s8_run};
 const Kernel kLstmS16 = {lstm_s16_check, lstm_s16_run};
 const Kernel kGruS8 = {gru_s8_check, gru_s8_run};
 const Kernel kRnnS8 = {rnn_s8_check, rnn_s8_run};
+const Kernel kGruS16 = {gru_s16_check, gru_s16_run};
+const Kernel kRnnS16 = {rnn_s16_check, rnn_s16_run};
 
 }  // namespace portable
 }  // namespace torchmcu

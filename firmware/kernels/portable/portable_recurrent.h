@@ -84,6 +84,10 @@ struct GruQuant {
 void gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
             int8_t* y, const RecurrentShape& s, const GruQuant& q);
 
+/// GRU_S16: int16 activations (zero point 0), bias int64.
+void gru_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias, const int16_t* h0,
+             int16_t* y, const RecurrentShape& s, const GruQuant& q);
+
 struct RnnQuant {
   int32_t x_multiplier, x_shift, h_multiplier, h_shift;
   int32_t output_multiplier, output_shift, output_offset;
@@ -93,6 +97,10 @@ struct RnnQuant {
 /// RNN_S8: bias [2][H] int32.
 void rnn_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
             int8_t* y, const RecurrentShape& s, const RnnQuant& q);
+
+/// RNN_S16: int16 activations (zero point 0), bias int64.
+void rnn_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias, const int16_t* h0,
+             int16_t* y, const RecurrentShape& s, const RnnQuant& q);
 
 }  // namespace portable
 }  // namespace torchmcu

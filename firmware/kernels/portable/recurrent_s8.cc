@@ -162,20 +162,23 @@ void lstm_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const in
   lstm_int(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, -32768, 32767, true);
 }
 
-void gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-            int8_t* y, const RecurrentShape& s, const GruQuant& q) {
+namespace {
+
+template <typename A, typename B>
+void gru_int(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, const A* h0, A* y,
+             const RecurrentShape& s, const GruQuant& q, int32_t lo, int32_t hi, bool wide) {
   const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size, G = 3 * H;
   const GateQuant& g = q.gates;
   const int32_t first = s.reverse ? s.time_steps - 1 : 0;
   const int32_t dir = s.reverse ? -1 : 1;
   const int32_t zp = q.output_offset;
   for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
-    const int8_t* hp = t == first ? h0 : y + int64_t(t - dir) * Bt * H;
+    const A* hp = t == first ? h0 : y + int64_t(t - dir) * Bt * H;
     for (int32_t b = 0; b < Bt; ++b) {
-      const int8_t* xt = x + (int64_t(t) * Bt + b) * I;
-      const int8_t* hb = hp != nullptr ? hp + b * H : nullptr;
-      const Gate<int8_t, int32_t> gate{xt, hb, I, H, zp, false};
-      int8_t* yt = y + (int64_t(t) * Bt + b) * H;
+      const A* xt = x + (int64_t(t) * Bt + b) * I;
+      const A* hb = hp != nullptr ? hp + b * H : nullptr;
+      const Gate<A, B> gate{xt, hb, I, H, zp, wide};
+      A* yt = y + (int64_t(t) * Bt + b) * H;
       for (int32_t j = 0; j < H; ++j) {
         const int32_t r = sigmoid_s16(gate(w_ih, w_hh, bias, j, G, g.x_multiplier[0], g.x_shift[0],
                                            g.h_multiplier[0], g.h_shift[0]), 0);
@@ -184,39 +187,62 @@ void gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32
         const int32_t row = 2 * H + j;
         const int8_t* wr = w_hh + int64_t(row) * H;
         const int64_t acc_h = int64_t(bias[G + row]) + (hb != nullptr ? dot(hb, wr, H) : int64_t(zp) * row_sum(wr, H));
-        const int32_t hn = sat16(s8::requantize(sat32(acc_h), g.h_multiplier[2], g.h_shift[2]));
+        const int32_t hn = sat16(requant(acc_h, g.h_multiplier[2], g.h_shift[2], wide));
         const int32_t rhn = sat16(s8::requantize(r * hn, q.rh_multiplier, q.rh_shift));
         const int64_t acc_x = int64_t(bias[row]) + dot(xt, w_ih + int64_t(row) * I, I);
-        const int32_t xn = sat16(s8::requantize(sat32(acc_x), g.x_multiplier[2], g.x_shift[2]));
+        const int32_t xn = sat16(requant(acc_x, g.x_multiplier[2], g.x_shift[2], wide));
         const int32_t nn = tanh_s16(sat16(xn + rhn), 0);
         const int32_t hprev = hb != nullptr ? hb[j] - zp : 0;
         const int64_t h = int64_t(zp) + s8::requantize((32768 - z) * nn, q.blend_n_multiplier, q.blend_n_shift) +
                           s8::requantize(z * hprev, q.blend_h_multiplier, q.blend_h_shift);
-        yt[j] = int8_t(h < -128 ? -128 : (h > 127 ? 127 : h));
+        yt[j] = A(h < lo ? lo : (h > hi ? hi : h));
       }
     }
   }
 }
 
-void rnn_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-            int8_t* y, const RecurrentShape& s, const RnnQuant& q) {
+template <typename A, typename B>
+void rnn_int(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, const A* h0, A* y,
+             const RecurrentShape& s, const RnnQuant& q, int32_t lo, int32_t hi, bool wide) {
   const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size;
   const int32_t first = s.reverse ? s.time_steps - 1 : 0;
   const int32_t dir = s.reverse ? -1 : 1;
   for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
-    const int8_t* hp = t == first ? h0 : y + int64_t(t - dir) * Bt * H;
+    const A* hp = t == first ? h0 : y + int64_t(t - dir) * Bt * H;
     for (int32_t b = 0; b < Bt; ++b) {
-      const Gate<int8_t, int32_t> gate{x + (int64_t(t) * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, I, H,
-                                       q.output_offset, false};
-      int8_t* yt = y + (int64_t(t) * Bt + b) * H;
+      const Gate<A, B> gate{x + (int64_t(t) * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, I, H,
+                            q.output_offset, wide};
+      A* yt = y + (int64_t(t) * Bt + b) * H;
       for (int32_t j = 0; j < H; ++j) {
         const int32_t pre = gate(w_ih, w_hh, bias, j, H, q.x_multiplier, q.x_shift, q.h_multiplier, q.h_shift);
         const int32_t v = q.relu ? (pre > 0 ? pre : 0) : tanh_s16(pre, 0);
         const int64_t h = int64_t(q.output_offset) + s8::requantize(v, q.output_multiplier, q.output_shift);
-        yt[j] = int8_t(h < -128 ? -128 : (h > 127 ? 127 : h));
+        yt[j] = A(h < lo ? lo : (h > hi ? hi : h));
       }
     }
   }
+}
+
+}  // namespace
+
+void gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
+            int8_t* y, const RecurrentShape& s, const GruQuant& q) {
+  gru_int(x, w_ih, w_hh, bias, h0, y, s, q, -128, 127, false);
+}
+
+void gru_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias, const int16_t* h0,
+             int16_t* y, const RecurrentShape& s, const GruQuant& q) {
+  gru_int(x, w_ih, w_hh, bias, h0, y, s, q, -32768, 32767, true);
+}
+
+void rnn_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
+            int8_t* y, const RecurrentShape& s, const RnnQuant& q) {
+  rnn_int(x, w_ih, w_hh, bias, h0, y, s, q, -128, 127, false);
+}
+
+void rnn_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias, const int16_t* h0,
+             int16_t* y, const RecurrentShape& s, const RnnQuant& q) {
+  rnn_int(x, w_ih, w_hh, bias, h0, y, s, q, -32768, 32767, true);
 }
 
 }  // namespace portable

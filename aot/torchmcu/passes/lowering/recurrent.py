@@ -5,7 +5,7 @@ all layers and directions, weights in a list), lstm_cell, gru_cell,
 rnn_tanh_cell, rnn_relu_cell. Each layer and direction becomes one logical
 node ("lstm", "gru", "rnn") and one program op: LSTM_F32 / GRU_F32 /
 RNN_F32, and at int8 LSTM_S8 (TFLite's integer LSTM; CMSIS-NN's kernel where
-bit-exact), GRU_S8, RNN_S8; at a16w8 LSTM_S16. The ops are time-major: a
+bit-exact), GRU_S8, RNN_S8; at a16w8 LSTM_S16, GRU_S16, RNN_S16. The ops are time-major: a
 batch_first sequence is the same bytes when the batch is 1, else a PERMUTE.
 The final hidden state of a direction is its output's last step (first
 when reversed), an alias; h_n and c_n of several layers are concatenations.
@@ -209,8 +209,6 @@ def _producer(g: Graph, v: Any) -> Node | None:
 
 def _integer_ok(g: Graph, ops: list[Node], q: dict) -> bool:
     bits = q["bits"]
-    if bits == 16 and any(n.op != "lstm" for n in ops):
-        return False  # GRU and RNN have int8 kernels only (float at a16w8)
     x = ops[0].inputs[0]
     p = _producer(g, x)
     if p is not None and p.op == "reshape" and p.attrs.get("rnn_group") == ops[0].attrs["rnn_group"]:
@@ -224,7 +222,7 @@ def _make_integer(g: Graph, members: list[Node], ops: list[Node], q: dict) -> No
     hq = (float(q["h_scale"]), int(q["h_zero_point"]))
     cq = (2.0 ** int(q["cell_power"]), 0)
     inside = {n.out for n in members} | {o for n in members for o in n.attrs.get("outs", ())}
-    first = g.nodes.index(members[0])
+    first = next(k for k, m in enumerate(g.nodes) if m is members[0])
     new_nodes: list[Node] = []
 
     def quantized(v: int, qp: tuple[float, int], wide: bool) -> int:
@@ -274,9 +272,10 @@ def _make_integer(g: Graph, members: list[Node], ops: list[Node], q: dict) -> No
         n.op = "q" + n.op
     # Outputs used outside the group (or by the model) are dequantized for their users.
     after: list[tuple[Node, Node]] = []
+    ids = {id(m) for m in members}  # (nodes compare by value: their arrays)
     for n in members:
         for v in [n.out, *n.attrs.get("outs", ())]:
-            outside = [u for u in g.users(v) if u not in members]
+            outside = [u for u in g.users(v) if id(u) not in ids]
             if not outside and not g.is_output(v):
                 continue
             f = g.new_value(g.shapes[v])
@@ -289,7 +288,7 @@ def _make_integer(g: Graph, members: list[Node], ops: list[Node], q: dict) -> No
             after.append((n, dq))
     g.nodes[first:first] = new_nodes
     for n, dq in after:
-        g.nodes.insert(g.nodes.index(n) + 1, dq)
+        g.nodes.insert(next(k for k, m in enumerate(g.nodes) if m is n) + 1, dq)
 
 
 def _dq_params(g: Graph, v: int) -> tuple[float, int]:
@@ -381,7 +380,7 @@ def _may_saturate(qh: np.ndarray, s_h: float, s_wh: np.ndarray, zp_h: int, gates
 
 
 @F.lower("qlstm", "qgru", "qrnn")
-@F.lower16("qlstm")
+@F.lower16("qlstm", "qgru", "qrnn")
 def _recurrent_int(lay, n: Node) -> None:
     kind = n.op[1:]
     wide = n.attrs.get("bits") == 16
@@ -398,8 +397,8 @@ def _recurrent_int(lay, n: Node) -> None:
     b_ih = zero if b_ih is None else b_ih
     b_hh = zero if b_hh is None else b_hh
     if kind == "gru":  # r and z take both biases on the input side; n's hidden one stays in r * (...)
-        bx = ref.quantize_bias(b_ih + np.concatenate([b_hh[:2 * H], zero[:H]]), s_x, swx, H)
-        bh = ref.quantize_bias(np.concatenate([zero[:2 * H], b_hh[2 * H:]]), s_h, swh, H)
+        bx = ref.quantize_bias(b_ih + np.concatenate([b_hh[:2 * H], zero[:H]]), s_x, swx, H, 64 if wide else 32)
+        bh = ref.quantize_bias(np.concatenate([zero[:2 * H], b_hh[2 * H:]]), s_h, swh, H, 64 if wide else 32)
     else:
         bx = ref.quantize_bias(b_ih + b_hh, s_x, swx, H, 64 if wide else 32)
         bh = np.zeros(gates * H, np.int64)
@@ -424,11 +423,12 @@ def _recurrent_int(lay, n: Node) -> None:
         table, code = "QuantLstmParams", "LSTM_S16" if wide else "LSTM_S8"
     elif kind == "gru":
         params = ref.gru_params(s_x, zp_x, swx, s_h, zp_h, swh, bool(n.attrs["reverse"]))
-        table, code = "QuantGruParams", "GRU_S8"
+        table, code = "QuantGruParams", "GRU_S16" if wide else "GRU_S8"
     else:
         act = int(n.attrs.get("activation", 0))
-        params = ref.rnn_params(s_x, zp_x, float(swx[0]), s_h, zp_h, float(swh[0]), act, bool(n.attrs["reverse"]))
-        table, code = "QuantRnnParams", "RNN_S8"
+        params = ref.rnn_params(s_x, zp_x, float(swx[0]), s_h, zp_h, float(swh[0]), act, bool(n.attrs["reverse"]),
+                                wide)
+        table, code = "QuantRnnParams", "RNN_S16" if wide else "RNN_S8"
     nbytes = lay.scratch(code, (T, B, I), (gates * H, I), (T, B, H), params)  # the backends' working memory
     if nbytes > 0:
         ins.append(_scratch(lay, n, ((nbytes + 1) // 2,)))

@@ -81,6 +81,8 @@ ARGS: dict[str, tuple[str, str | None]] = {
     "LSTM_S16": ("QuantLstmArgs", "QuantLstmParams"),
     "GRU_S8": ("QuantGruArgs", "QuantGruParams"),
     "RNN_S8": ("QuantRnnArgs", "QuantRnnParams"),
+    "GRU_S16": ("QuantGruArgs", "QuantGruParams"),
+    "RNN_S16": ("QuantRnnArgs", "QuantRnnParams"),
 }  # SIGMOID_F32, TANH_F32, HARDSWISH_F32, COPY, LUT_S8: no arguments
 
 
