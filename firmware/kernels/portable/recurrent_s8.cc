@@ -35,6 +35,9 @@ constexpr uint16_t kSigmoidTable[256] = {
     65534, 65534, 65534, 65535};
 
 int32_t sat16(int64_t v) { return v < -32768 ? -32768 : (v > 32767 ? 32767 : int32_t(v)); }
+
+// bias + product: wraps in 64 bits (an int64 bias is any value).
+int64_t plus(int64_t bias, int64_t product) { return int64_t(uint64_t(bias) + uint64_t(product)); }
 int32_t sat32(int64_t v) { return v < INT32_MIN ? INT32_MIN : (v > INT32_MAX ? INT32_MAX : int32_t(v)); }
 
 // x * 3 * 2^left_shift, or (x * 3 + rounding) >> -left_shift.
@@ -107,9 +110,9 @@ struct Gate {
   bool wide;
   int32_t operator()(const int8_t* w_ih, const int8_t* w_hh, const B* bias, int32_t row, int32_t G, int32_t xm,
                      int32_t xs, int32_t hm, int32_t hs) const {
-    const int32_t gx = sat16(requant(int64_t(bias[row]) + dot(xt, w_ih + int64_t(row) * I, I), xm, xs, wide));
+    const int32_t gx = sat16(requant(plus(bias[row], dot(xt, w_ih + int64_t(row) * I, I)), xm, xs, wide));
     const int8_t* wr = w_hh + int64_t(row) * H;
-    const int64_t acc = int64_t(bias[G + row]) + (h != nullptr ? dot(h, wr, H) : int64_t(zp_h) * row_sum(wr, H));
+    const int64_t acc = plus(bias[G + row], h != nullptr ? dot(h, wr, H) : int64_t(zp_h) * row_sum(wr, H));
     return sat16(gx + sat16(requant(acc, hm, hs, wide)));
   }
 };
@@ -139,8 +142,8 @@ void lstm_int(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias,
         }
         auto pre = [&](int32_t k) {
           const int32_t row = k * H + j;
-          const int32_t gx = sat16(requant(int64_t(bias[row]) + ax[k], g.x_multiplier[k], g.x_shift[k], wide));
-          return sat16(gx + sat16(requant(int64_t(bias[G + row]) + ah[k], g.h_multiplier[k], g.h_shift[k], wide)));
+          const int32_t gx = sat16(requant(plus(bias[row], ax[k]), g.x_multiplier[k], g.x_shift[k], wide));
+          return sat16(gx + sat16(requant(plus(bias[G + row], ah[k]), g.h_multiplier[k], g.h_shift[k], wide)));
         };
         int16_t& cell = c[b * H + j];
         const int32_t f = sigmoid_s16(pre(1), 0);
@@ -227,10 +230,10 @@ void gru_int(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, 
                                            g.h_multiplier[1], g.h_shift[1]), 0);
         const int32_t row = 2 * H + j;
         const int8_t* wr = w_hh + int64_t(row) * H;
-        const int64_t acc_h = int64_t(bias[G + row]) + (hb != nullptr ? dot(hb, wr, H) : int64_t(zp) * row_sum(wr, H));
+        const int64_t acc_h = plus(bias[G + row], hb != nullptr ? dot(hb, wr, H) : int64_t(zp) * row_sum(wr, H));
         const int32_t hn = sat16(requant(acc_h, g.h_multiplier[2], g.h_shift[2], wide));
         const int32_t rhn = sat16(s8::requantize(r * hn, q.rh_multiplier, q.rh_shift));
-        const int64_t acc_x = int64_t(bias[row]) + dot(xt, w_ih + int64_t(row) * I, I);
+        const int64_t acc_x = plus(bias[row], dot(xt, w_ih + int64_t(row) * I, I));
         const int32_t xn = sat16(requant(acc_x, g.x_multiplier[2], g.x_shift[2], wide));
         const int32_t nn = tanh_s16(sat16(xn + rhn), 0);
         const int32_t hprev = hb != nullptr ? hb[j] - zp : 0;
