@@ -284,8 +284,9 @@ def _mutations() -> list[tuple[str, object, int]]:
         ("op_required_input_absent", lambda tr: _op(tr, "LINEAR_F32")["inputs"].__setitem__(1, -1), INVALID_OP),
         ("op_too_many_inputs", lambda tr: _set(_op(tr, "LINEAR_F32"), inputs=[0] * 9), INVALID_OP),
         ("op_no_outputs", lambda tr: _set(_op(tr, "SOFTMAX_F32"), outputs=[]), INVALID_OP),
-        ("op_code_out_of_range",
-         lambda tr: _set(_op(tr, "CONV2D_F32"), code=max(schema.load().enums["OpCode"].values.values()) + 1),
+        # (op codes leave gaps between the areas' ranges: one past the largest)
+        ("op_code_out_of_range", lambda tr: _set(_op(tr, "CONV2D_F32"),
+                                                 code=max(schema.load().enums["OpCode"].values.values()) + 1),
          INVALID_OP),
         ("op_code_max", lambda tr: _set(_op(tr, "CONV2D_F32"), code=0xFFFF), INVALID_OP),
         ("op_code_changed_conv_to_linear", lambda tr: _set(_op(tr, "CONV2D_F32"), code="LINEAR_F32"), INVALID_OP),

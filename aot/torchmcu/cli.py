@@ -31,6 +31,18 @@ def _progress(msg: str) -> None:
     print(f"torchmcu: {msg}", file=sys.stderr, flush=True)
 
 
+def _state(text: str | None):
+    """--state N, or --state IN:OUT[,IN:OUT...] (compile's state=)."""
+    if not text:
+        return None
+    if text.isdigit():
+        return int(text)
+    try:
+        return [tuple(int(v) for v in pair.split(":")) for pair in text.split(",")]
+    except ValueError:
+        raise TorchMCUError(f"--state {text!r}: a count N, or IN:OUT index pairs separated by commas") from None
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     from .compiler import compile
     from .frontend.capture import load_entry
@@ -46,7 +58,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 budgets=_pairs(args.budget, "--budget", _bytes), pins=_pairs(args.pin, "--pin", str),
                 inplace=not args.no_inplace, tile=args.tile, copy_hot_weights=args.copy_hot_weights,
                 symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends,
-                io_layout=args.io_layout, stack=None if args.stack is None else _bytes(args.stack))
+                io_layout=args.io_layout, stack=None if args.stack is None else _bytes(args.stack),
+                state=_state(args.state))
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ ({args.symbol}.h/.cc: the C API; model.pte, model_pte.c/.h, model_arenas.c/.h, "
@@ -446,6 +459,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="the model's C name: its API NAME.h/NAME.cc (tmcu_NAME_init, _input, _invoke, _output, "
                         "_reset) and arrays tmcu_NAME_pte, tmcu_NAME_arenas (default model); give each model its "
                         "own to link several into one firmware (see kernel-table)")
+    c.add_argument("--state", metavar="N|IN:OUT,...",
+                   help="a streaming model's state: its last N inputs and outputs (forward(x, h, c) -> (y, h, c): "
+                        "2), or input:output index pairs; kept in a persistent arena across invocations")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")

@@ -28,7 +28,7 @@ from .errors import CompileError
 from .frontend.capture import capture, check_inputs, from_exported, to_eval
 from .ir import PGraph
 from .passes import IO_LAYOUTS, io_perm, lower, to_program_graph
-from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, plan
+from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, make_state, plan
 from .program import serialize
 from .program.c_api import IoTensor, api_sources, check_api_symbol
 from .report import edge_ops, format_report, make_report, memory_picture, memory_plan, meta_quant, placement
@@ -75,6 +75,32 @@ def arena_regions(board: Board, budgets: dict[str, int] | None = None, stack: in
         if room > 0:
             regions.append(RegionSpec(m.name, m.speed, room))
     return regions
+
+
+def state_pairs(state: Any, num_inputs: int, num_outputs: int) -> list[tuple[int, int]]:
+    """compile(state=...) as (input, output) index pairs."""
+    if state is None or state is False:
+        return []
+    if isinstance(state, int):
+        if not 0 <= state <= min(num_inputs, num_outputs):
+            raise CompileError(f"state={state}: the model has {num_inputs} inputs and {num_outputs} outputs")
+        return [(num_inputs - state + k, num_outputs - state + k) for k in range(state)]
+    try:
+        pairs = [(int(i), int(o)) for i, o in state]
+    except (TypeError, ValueError):
+        raise CompileError(f"state={state!r}: a count, or (input, output) index pairs") from None
+    for i, o in pairs:
+        if not (0 <= i < num_inputs and 0 <= o < num_outputs):
+            raise CompileError(f"state pair ({i}, {o}): the model has {num_inputs} inputs and {num_outputs} outputs")
+    if len({i for i, _ in pairs}) != len(pairs) or len({o for _, o in pairs}) != len(pairs):
+        raise CompileError(f"state={state!r}: each input and output may carry one state")
+    if len(pairs) >= num_inputs:
+        raise CompileError("every input is state: the model needs an input that is not")
+    return pairs
+
+
+def without(items: Any, indices: list[int]) -> list[Any]:
+    return [x for k, x in enumerate(items) if k not in set(indices)]
 
 
 def choose_arena_memory(board: Board, size: int) -> str:
@@ -137,7 +163,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             pins: dict[str, str] | None = None, inplace: bool = True, copy_hot_weights: bool = False,
             tile: bool = False, symbol: str = serialize.DEFAULT_SYMBOL,
             precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None,
-            io_layout: str = "nchw", stack: int | None = None) -> Compiled:
+            io_layout: str = "nchw", stack: int | None = None,
+            state: int | list[tuple[int, int]] | None = None) -> Compiled:
     """Compile `model` for `board` into `out_dir` (created).
 
     model: an nn.Module, or a torch.export.ExportedProgram (example_inputs
@@ -175,7 +202,11 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     precision.choose_precision picks each layer's (report.json "precision"
     says what it chose and why). backend_names: the backends that may take
     ops (torchmcu.backends), instead of the board's; the portable kernels run
-    the rest.
+    the rest. state: a streaming model's state (plan/state.py), as (input,
+    output) index pairs of the model's inputs and (flattened) outputs, or N
+    for its last N inputs and outputs in order (`forward(x, h, c) -> (y, h,
+    c)`: 2): the program keeps it in a persistent arena and updates it each
+    execution; its inputs and outputs are the others.
     """
     try:
         check_api_symbol(symbol)
@@ -203,6 +234,9 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     check_inputs(example_inputs)  # before quantization: the same error at every precision
     user_model = model  # its submodules name the nodes in errors
     model = to_eval(model)
+    if len({id(x) for x in example_inputs}) < len(example_inputs):  # one tensor twice (h and c = zeros):
+        example_inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in example_inputs)  # export
+        # would make them one input
 
     chosen = None  # precision.PrecisionPlan, when precision is a budget
     if quant in ("int8", "int4", "a16w8"):
@@ -218,9 +252,11 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
                              weights="int8" if quant == "a16w8" else quant,
                              activations="int16" if quant == "a16w8" else "int8", precision=precision)
     ep = capture(model, example_inputs, modules=user_model)
-    graph = lower(ep, io)
+    pairs = state_pairs(state, len(example_inputs), len(ep.graph_signature.user_outputs))
+    graph = lower(ep, io, pairs)
     active = backends.select(board, backend_names)
     pg = to_program_graph(graph, scratch=lambda *op: max(b.scratch_bytes(*op) for b in active), io_layout=io_layout)
+    make_state(pg, pairs)
     if quant in ("int8", "int4", "a16w8"):
         _warn_fallbacks(pg)
     ctx = CompileContext(board, example_inputs, calibration)
@@ -242,7 +278,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
                                         tile=tile, operand_memories=reach))
     for b in active:
         b.check_plan(pg, mem)
-    arenas = [serialize.ArenaSpec(r.name, r.arena_bytes) for r in mem.regions]
+    arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]
     prog, segment = serialize.program_dict(pg, mem, arenas)
     pte = serialize.to_pte(prog, segment)
     # What the device links (tool-only fields dropped): a delegate's calls keep a copy of their partitions' ops
@@ -257,7 +293,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             hot_note = (f"nothing copied: the program's memory {program_memory} is as fast as the RAM "
                         f"the plan uses ({', '.join(r.name for r in mem.regions)})")
         elif copy_hot_weights_into(pg, mem, speed):
-            arenas = [serialize.ArenaSpec(r.name, r.arena_bytes) for r in mem.regions]
+            arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]
             prog, segment = serialize.program_dict(pg, mem, arenas)
             pte = serialize.to_pte(prog, segment)
     (out / "model.pte").write_bytes(pte)
@@ -268,13 +304,13 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     (out / "model_arenas.h").write_text(h)
     (out / "model_arenas.c").write_text(c)
     inputs = [_io_tensor(tuple(x.shape), pg.tensors[t].name, pg.tensors[t], io_layout)
-              for x, t in zip(example_inputs, pg.inputs)]
+              for x, t in zip(without(example_inputs, [i for i, _ in pairs]), pg.inputs)]
     device_bytes = len(serialize.device_image(pte))  # again: hot weights may have changed the program
     with torch.no_grad():
         ref = ep.module()(*example_inputs)
-    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    refs = torch.utils._pytree.tree_leaves(ref)  # outputs in the program's order (nested tuples flattened)
     outputs = [_io_tensor(tuple(r.shape), f"output_{k}", pg.tensors[t], io_layout)
-               for k, (r, t) in enumerate(zip(refs, pg.outputs))]
+               for k, (r, t) in enumerate(zip(without(refs, [o for _, o in pairs]), pg.outputs))]
     h, c = api_sources(symbol, inputs, outputs, {"board": board.name, "quant": meta_quant(pg), "io_layout": io_layout,
                                                  "arena_bytes": sum(a.size for a in arenas),
                                                  "program_bytes": device_bytes})
@@ -289,7 +325,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         # A board of the repository by name; one described in the user's own file by its path.
         "board": board.name if board.source is None or board.source.parent == BOARDS_DIR else str(board.source),
         "program_memory": program_memory,
-        "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size} for a in arenas],
+        "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size,
+                    **({"persistent": True} if a.persistent else {})} for a in arenas],
         "inputs": [t.as_meta() for t in inputs],
         "outputs": [t.as_meta() for t in outputs],
         "io_layout": io_layout,
@@ -298,6 +335,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         "symbol": symbol,
         **({"stack": stack} if stack is not None else {}),
     }
+    if pairs:  # what `run --check` carries from one sample to the next in PyTorch
+        meta["state"] = [{"input": i, "output": o, "shape": list(example_inputs[i].shape)} for i, o in pairs]
     (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
     np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
 

@@ -204,6 +204,29 @@ def _seed_models() -> list[tuple[str, Any, tuple, str, Any]]:
             q = torch.relu(torch.tanh(a))
             return p, q, q
 
+    class Recurrent(nn.Module):
+        """An LSTM, a bidirectional GRU and a relu RNN in a row."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(3, 4)
+            self.gru = nn.GRU(4, 2, bidirectional=True)
+            self.rnn = nn.RNN(4, 3, nonlinearity="relu")
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.rnn(self.gru(self.lstm(x)[0])[0])[0]
+
+    class Stream(nn.Module):
+        """A streaming LSTM: one frame and its state per call (compile state=2)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(3, 4)
+
+        def forward(self, x: torch.Tensor, h: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            y, (h, c) = self.lstm(x, (h, c))
+            return torch.tanh(y), h, c
+
     torch.manual_seed(0)
     rng = np.random.RandomState(0)
     mlp, (x_digits,) = digits.make()
@@ -214,7 +237,19 @@ def _seed_models() -> list[tuple[str, Any, tuple, str, Any]]:
     shapes = Shapes().eval()
     ab = (torch.from_numpy(rng.uniform(-1, 1, (1, 3, 4)).astype(np.float32)),
           torch.from_numpy(rng.uniform(-1, 1, (1, 3, 4)).astype(np.float32)))
+    rec = Recurrent().eval()
+    x_rec = torch.from_numpy(rng.uniform(-1, 1, (3, 1, 3)).astype(np.float32))
+    rec_cal = [rng.uniform(-1, 1, (3, 1, 3)).astype(np.float32) for _ in range(8)]
+    stream = Stream().eval()
+    frame = (torch.from_numpy(rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32)), torch.zeros(1, 1, 4),
+             torch.zeros(1, 1, 4))
+    stream_cal = [(rng.uniform(-1, 1, (1, 1, 3)).astype(np.float32),
+                   *(rng.uniform(-0.5, 0.5, (1, 1, 4)).astype(np.float32) for _ in range(2))) for _ in range(8)]
     return [
+        ("recurrent_f32", rec, (x_rec,), "float32", None),
+        ("recurrent_s8", rec, (x_rec,), "int8", rec_cal),
+        ("recurrent_a16w8", rec, (x_rec,), "a16w8", rec_cal),
+        ("stream_s8", stream, frame, "int8", stream_cal),  # with a persistent arena (state=2)
         ("digits_f32", mlp, (x_digits,), "float32", None),
         ("digits_s8", mlp, (x_digits,), "int8", [x[None] for x in x_train[:32]]),
         ("smallconv_f32", conv, (x_conv,), "float32", None),
@@ -238,7 +273,8 @@ def make_corpus(corpus_dir: str | Path) -> list[Path]:
         warnings.simplefilter("ignore")  # int8 float fallbacks are expected here
         for name, model, example, quant, calibration in _seed_models():
             out = Path(tmp) / name
-            compile(model, example, "mps3-an547", out, quant=quant, calibration=calibration, progress=False)
+            compile(model, example, "mps3-an547", out, quant=quant, calibration=calibration, progress=False,
+                    state=2 if name.startswith("stream") else None)
             seed = corpus / f"{name}.pte"
             seed.write_bytes((out / "model.pte").read_bytes())
             seeds.append(seed)

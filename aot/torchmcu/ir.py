@@ -55,3 +55,5 @@ class PGraph:
     inputs: list[int] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
     buffers: list[int] = field(default_factory=list)  # bytes per activation buffer
+    # Tensors kept from one execution to the next (plan/state.py): a persistent arena.
+    state: list[int] = field(default_factory=list)

@@ -153,7 +153,7 @@ def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes:
     for op in pg.ops:
         coverage[op.backend] = coverage.get(op.backend, 0) + 1
     regions = []
-    for reg in mem.regions:
+    for reg in (r for r in mem.regions if not r.persistent):  # the state: "state" below
         planned = reg.arena_bytes - reg.hot_bytes
         regions.append({"name": reg.name, "planned_bytes": planned, "lower_bound_bytes": reg.lower_bound_bytes,
                         "ratio": round(planned / reg.lower_bound_bytes, 4) if reg.lower_bound_bytes else 1.0,
@@ -176,6 +176,7 @@ def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes:
             if mem.classic_lower_bound_bytes else 1.0,
             "aliasing": mem.aliasing,
             "persistent_bytes": runtime_state_bytes(board),
+            "state": model_state(pg, mem),
             "hot_weights": [{"tensor": pg.tensors[h.tensor].name, "region": mem.regions[h.region].name,
                              "bytes": h.nbytes, "reads_per_byte": round(h.reads_per_byte, 2)} for h in mem.hot],
         },
@@ -184,6 +185,16 @@ def make_report(board: Board, pg: PGraph, mem: Plan, pte: bytes, constant_bytes:
                   "program_memory": program_memory, "weights": weight_flash(pg)},
         "kernels": sorted({op.code for op in pg.ops}),
     }
+
+
+def model_state(pg: PGraph, mem: Plan) -> dict[str, Any] | None:
+    """A streaming model's state (plan/state.py): its bytes, memory and tensors."""
+    region = next((r for r in mem.regions if r.persistent), None)
+    if region is None:
+        return None
+    return {"bytes": region.arena_bytes, "memory": region.name,
+            "tensors": [{"name": pg.tensors[t].name, "bytes": pg.tensors[t].nbytes, "dtype": pg.tensors[t].dtype}
+                        for t in pg.state]}
 
 
 def format_report(r: dict[str, Any]) -> str:
@@ -207,6 +218,10 @@ def format_report(r: dict[str, Any]) -> str:
            else f"no {r['board_arch']} compiler here")
     lines.append(f"  runtime state: {state} B per model" if state is not None
                  else f"  runtime state: not measured ({why})")
+    if m.get("state"):
+        s = m["state"]
+        lines.append(f"  model state: {s['bytes']:,} B in {s['memory']}, kept across executions (reset when the "
+                     f"method loads): " + ", ".join(f"{t['name']} {t['bytes']} B {t['dtype']}" for t in s["tensors"]))
     if m.get("hot_weights_note"):
         lines.append(f"  --copy-hot-weights: {m['hot_weights_note']}")
     for h in m["hot_weights"]:

@@ -41,7 +41,7 @@ constexpr Verification kDefaultVerification =
 
 /// The format version this runtime reads (Program.version; 2: init copies
 /// and the executable section).
-constexpr uint32_t kProgramVersion = 3;
+constexpr uint32_t kProgramVersion = 4;
 
 class Program {
  public:

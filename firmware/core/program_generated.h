@@ -116,8 +116,17 @@ enum class OpCode : uint16_t {
   SOFTMAX_MASKED_S8 = 100,
   SOFTMAX_MASKED_S16 = 101,
   BATCH_MATMUL_S16 = 102,
+  LSTM_F32 = 110,
+  GRU_F32 = 111,
+  RNN_F32 = 112,
+  LSTM_S8 = 113,
+  LSTM_S16 = 114,
+  GRU_S8 = 115,
+  RNN_S8 = 116,
+  GRU_S16 = 117,
+  RNN_S16 = 118,
 };
-constexpr uint32_t kNumOpCode = 103;
+constexpr uint32_t kNumOpCode = 119;
 
 enum class OpParams : uint8_t {
   NONE = 0,
@@ -152,6 +161,10 @@ enum class OpParams : uint8_t {
   GluParams = 29,
   QuantGluParams = 30,
   BatchMatmulParams = 31,
+  RecurrentParams = 32,
+  QuantLstmParams = 33,
+  QuantGruParams = 34,
+  QuantRnnParams = 35,
 };
 
 struct InitCopy {
@@ -879,6 +892,152 @@ static_assert(offsetof(QuantMaskedSoftmaxArgs, mask) == 48, "QuantMaskedSoftmaxA
 static_assert(offsetof(QuantMaskedSoftmaxArgs, input_multiplier) == 56, "QuantMaskedSoftmaxArgs.input_multiplier");
 static_assert(offsetof(QuantMaskedSoftmaxArgs, input_left_shift) == 60, "QuantMaskedSoftmaxArgs.input_left_shift");
 static_assert(offsetof(QuantMaskedSoftmaxArgs, diff_min) == 64, "QuantMaskedSoftmaxArgs.diff_min");
+
+struct RecurrentArgs {
+  int32_t time_steps;
+  int32_t batch;
+  int32_t input_size;
+  int32_t hidden_size;
+  int32_t reverse;
+  int32_t activation;
+};
+static_assert(sizeof(RecurrentArgs) == 24 && alignof(RecurrentArgs) == 4, "RecurrentArgs: flatbuffers layout");
+static_assert(offsetof(RecurrentArgs, time_steps) == 0, "RecurrentArgs.time_steps");
+static_assert(offsetof(RecurrentArgs, batch) == 4, "RecurrentArgs.batch");
+static_assert(offsetof(RecurrentArgs, input_size) == 8, "RecurrentArgs.input_size");
+static_assert(offsetof(RecurrentArgs, hidden_size) == 12, "RecurrentArgs.hidden_size");
+static_assert(offsetof(RecurrentArgs, reverse) == 16, "RecurrentArgs.reverse");
+static_assert(offsetof(RecurrentArgs, activation) == 20, "RecurrentArgs.activation");
+
+struct QuantLstmArgs {
+  int32_t time_steps;
+  int32_t batch;
+  int32_t input_size;
+  int32_t hidden_size;
+  int32_t reverse;
+  int32_t x_multiplier[6];
+  int32_t x_multiplier_size;
+  int32_t x_shift[6];
+  int32_t x_shift_size;
+  int32_t h_multiplier[6];
+  int32_t h_multiplier_size;
+  int32_t h_shift[6];
+  int32_t h_shift_size;
+  int32_t forget_multiplier;
+  int32_t forget_shift;
+  int32_t cell_multiplier;
+  int32_t cell_shift;
+  int32_t output_multiplier;
+  int32_t output_shift;
+  int32_t output_offset;
+  int32_t input_offset;
+  int32_t cell_scale_power;
+  int32_t cell_clip;
+  int32_t may_saturate;
+};
+static_assert(sizeof(QuantLstmArgs) == 176 && alignof(QuantLstmArgs) == 4, "QuantLstmArgs: flatbuffers layout");
+static_assert(offsetof(QuantLstmArgs, time_steps) == 0, "QuantLstmArgs.time_steps");
+static_assert(offsetof(QuantLstmArgs, batch) == 4, "QuantLstmArgs.batch");
+static_assert(offsetof(QuantLstmArgs, input_size) == 8, "QuantLstmArgs.input_size");
+static_assert(offsetof(QuantLstmArgs, hidden_size) == 12, "QuantLstmArgs.hidden_size");
+static_assert(offsetof(QuantLstmArgs, reverse) == 16, "QuantLstmArgs.reverse");
+static_assert(offsetof(QuantLstmArgs, x_multiplier) == 20, "QuantLstmArgs.x_multiplier");
+static_assert(offsetof(QuantLstmArgs, x_multiplier_size) == 44, "QuantLstmArgs.x_multiplier_size");
+static_assert(offsetof(QuantLstmArgs, x_shift) == 48, "QuantLstmArgs.x_shift");
+static_assert(offsetof(QuantLstmArgs, x_shift_size) == 72, "QuantLstmArgs.x_shift_size");
+static_assert(offsetof(QuantLstmArgs, h_multiplier) == 76, "QuantLstmArgs.h_multiplier");
+static_assert(offsetof(QuantLstmArgs, h_multiplier_size) == 100, "QuantLstmArgs.h_multiplier_size");
+static_assert(offsetof(QuantLstmArgs, h_shift) == 104, "QuantLstmArgs.h_shift");
+static_assert(offsetof(QuantLstmArgs, h_shift_size) == 128, "QuantLstmArgs.h_shift_size");
+static_assert(offsetof(QuantLstmArgs, forget_multiplier) == 132, "QuantLstmArgs.forget_multiplier");
+static_assert(offsetof(QuantLstmArgs, forget_shift) == 136, "QuantLstmArgs.forget_shift");
+static_assert(offsetof(QuantLstmArgs, cell_multiplier) == 140, "QuantLstmArgs.cell_multiplier");
+static_assert(offsetof(QuantLstmArgs, cell_shift) == 144, "QuantLstmArgs.cell_shift");
+static_assert(offsetof(QuantLstmArgs, output_multiplier) == 148, "QuantLstmArgs.output_multiplier");
+static_assert(offsetof(QuantLstmArgs, output_shift) == 152, "QuantLstmArgs.output_shift");
+static_assert(offsetof(QuantLstmArgs, output_offset) == 156, "QuantLstmArgs.output_offset");
+static_assert(offsetof(QuantLstmArgs, input_offset) == 160, "QuantLstmArgs.input_offset");
+static_assert(offsetof(QuantLstmArgs, cell_scale_power) == 164, "QuantLstmArgs.cell_scale_power");
+static_assert(offsetof(QuantLstmArgs, cell_clip) == 168, "QuantLstmArgs.cell_clip");
+static_assert(offsetof(QuantLstmArgs, may_saturate) == 172, "QuantLstmArgs.may_saturate");
+
+struct QuantGruArgs {
+  int32_t time_steps;
+  int32_t batch;
+  int32_t input_size;
+  int32_t hidden_size;
+  int32_t reverse;
+  int32_t x_multiplier[6];
+  int32_t x_multiplier_size;
+  int32_t x_shift[6];
+  int32_t x_shift_size;
+  int32_t h_multiplier[6];
+  int32_t h_multiplier_size;
+  int32_t h_shift[6];
+  int32_t h_shift_size;
+  int32_t rh_multiplier;
+  int32_t rh_shift;
+  int32_t blend_n_multiplier;
+  int32_t blend_n_shift;
+  int32_t blend_h_multiplier;
+  int32_t blend_h_shift;
+  int32_t output_offset;
+  int32_t input_offset;
+};
+static_assert(sizeof(QuantGruArgs) == 164 && alignof(QuantGruArgs) == 4, "QuantGruArgs: flatbuffers layout");
+static_assert(offsetof(QuantGruArgs, time_steps) == 0, "QuantGruArgs.time_steps");
+static_assert(offsetof(QuantGruArgs, batch) == 4, "QuantGruArgs.batch");
+static_assert(offsetof(QuantGruArgs, input_size) == 8, "QuantGruArgs.input_size");
+static_assert(offsetof(QuantGruArgs, hidden_size) == 12, "QuantGruArgs.hidden_size");
+static_assert(offsetof(QuantGruArgs, reverse) == 16, "QuantGruArgs.reverse");
+static_assert(offsetof(QuantGruArgs, x_multiplier) == 20, "QuantGruArgs.x_multiplier");
+static_assert(offsetof(QuantGruArgs, x_multiplier_size) == 44, "QuantGruArgs.x_multiplier_size");
+static_assert(offsetof(QuantGruArgs, x_shift) == 48, "QuantGruArgs.x_shift");
+static_assert(offsetof(QuantGruArgs, x_shift_size) == 72, "QuantGruArgs.x_shift_size");
+static_assert(offsetof(QuantGruArgs, h_multiplier) == 76, "QuantGruArgs.h_multiplier");
+static_assert(offsetof(QuantGruArgs, h_multiplier_size) == 100, "QuantGruArgs.h_multiplier_size");
+static_assert(offsetof(QuantGruArgs, h_shift) == 104, "QuantGruArgs.h_shift");
+static_assert(offsetof(QuantGruArgs, h_shift_size) == 128, "QuantGruArgs.h_shift_size");
+static_assert(offsetof(QuantGruArgs, rh_multiplier) == 132, "QuantGruArgs.rh_multiplier");
+static_assert(offsetof(QuantGruArgs, rh_shift) == 136, "QuantGruArgs.rh_shift");
+static_assert(offsetof(QuantGruArgs, blend_n_multiplier) == 140, "QuantGruArgs.blend_n_multiplier");
+static_assert(offsetof(QuantGruArgs, blend_n_shift) == 144, "QuantGruArgs.blend_n_shift");
+static_assert(offsetof(QuantGruArgs, blend_h_multiplier) == 148, "QuantGruArgs.blend_h_multiplier");
+static_assert(offsetof(QuantGruArgs, blend_h_shift) == 152, "QuantGruArgs.blend_h_shift");
+static_assert(offsetof(QuantGruArgs, output_offset) == 156, "QuantGruArgs.output_offset");
+static_assert(offsetof(QuantGruArgs, input_offset) == 160, "QuantGruArgs.input_offset");
+
+struct QuantRnnArgs {
+  int32_t time_steps;
+  int32_t batch;
+  int32_t input_size;
+  int32_t hidden_size;
+  int32_t reverse;
+  int32_t activation;
+  int32_t x_multiplier;
+  int32_t x_shift;
+  int32_t h_multiplier;
+  int32_t h_shift;
+  int32_t output_multiplier;
+  int32_t output_shift;
+  int32_t output_offset;
+  int32_t input_offset;
+};
+static_assert(sizeof(QuantRnnArgs) == 56 && alignof(QuantRnnArgs) == 4, "QuantRnnArgs: flatbuffers layout");
+static_assert(offsetof(QuantRnnArgs, time_steps) == 0, "QuantRnnArgs.time_steps");
+static_assert(offsetof(QuantRnnArgs, batch) == 4, "QuantRnnArgs.batch");
+static_assert(offsetof(QuantRnnArgs, input_size) == 8, "QuantRnnArgs.input_size");
+static_assert(offsetof(QuantRnnArgs, hidden_size) == 12, "QuantRnnArgs.hidden_size");
+static_assert(offsetof(QuantRnnArgs, reverse) == 16, "QuantRnnArgs.reverse");
+static_assert(offsetof(QuantRnnArgs, activation) == 20, "QuantRnnArgs.activation");
+static_assert(offsetof(QuantRnnArgs, x_multiplier) == 24, "QuantRnnArgs.x_multiplier");
+static_assert(offsetof(QuantRnnArgs, x_shift) == 28, "QuantRnnArgs.x_shift");
+static_assert(offsetof(QuantRnnArgs, h_multiplier) == 32, "QuantRnnArgs.h_multiplier");
+static_assert(offsetof(QuantRnnArgs, h_shift) == 36, "QuantRnnArgs.h_shift");
+static_assert(offsetof(QuantRnnArgs, output_multiplier) == 40, "QuantRnnArgs.output_multiplier");
+static_assert(offsetof(QuantRnnArgs, output_shift) == 44, "QuantRnnArgs.output_shift");
+static_assert(offsetof(QuantRnnArgs, output_offset) == 48, "QuantRnnArgs.output_offset");
+static_assert(offsetof(QuantRnnArgs, input_offset) == 52, "QuantRnnArgs.input_offset");
 
 class Arena;
 class Exec;

@@ -113,6 +113,22 @@ uint64_t estimated_work(const Program& program) {
         macs = uint64_t(operands[op.operands + 2].nbytes) * uint64_t(dims[x.rank - 1]);
         break;
       }
+      case schema::OpCode::LSTM_F32:
+      case schema::OpCode::GRU_F32:
+      case schema::OpCode::RNN_F32:
+      case schema::OpCode::LSTM_S8:
+      case schema::OpCode::LSTM_S16:
+      case schema::OpCode::GRU_S8:
+      case schema::OpCode::GRU_S16:
+      case schema::OpCode::RNN_S8:
+      case schema::OpCode::RNN_S16: {
+        // Every step of every batch reads both weight matrices (time_steps
+        // and batch are the first two fields of every recurrent args struct).
+        const auto* r = reinterpret_cast<const int32_t*>(a);
+        macs = uint64_t(r[0]) * uint64_t(r[1]) *
+               (uint64_t(operands[op.operands + 1].nbytes) + operands[op.operands + 2].nbytes);
+        break;
+      }
       default:
         break;
     }

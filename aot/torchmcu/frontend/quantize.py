@@ -51,6 +51,7 @@ import torch
 from torch.fx import Node
 
 from ..errors import TorchMCUError
+from . import recurrent
 from .attention import decompose_attention
 
 aten = torch.ops.aten
@@ -294,6 +295,9 @@ def _make_quantizer_class():
                 elif n.target in ACTIVATIONS and _is_activation(n.args[0]):
                     # A standalone clamp keeps its input's quantization: an int8 min/max.
                     mark(n, {n.args[0]: act}, SharedQuantizationSpec((n.args[0], n)))
+                elif n.target in recurrent.TARGETS:  # fixed state quantizations from recorded ranges
+                    recurrent.annotate(n, act, mark)
+            recurrent.share_consumers(gm)
             _share_fixed_outputs(done, FixedQParamsQuantizationSpec, SharedQuantizationSpec)
             unknown = sorted(set(self.precision) - self.matched)
             if unknown:
@@ -385,6 +389,7 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     if not samples:
         raise TorchMCUError("the calibration set is empty")
     gm = export(to_eval(model), example_inputs).module()  # functional ATen, as capture gives the float path
+    has_recurrent = recurrent.record(gm, samples)  # the ranges inside recurrent ops, which PT2E does not see
     prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights, activations=activations, precision=precision))
     t0 = time.monotonic()
     with torch.no_grad():
@@ -392,6 +397,8 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
             prepared(*s)
             if progress:
                 _progress(i, len(samples), t0)
+    if has_recurrent:
+        recurrent.snap_observers(prepared)
     return convert_pt2e(prepared)
 
 

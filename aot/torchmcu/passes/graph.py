@@ -123,7 +123,8 @@ def drop_dead(g: Graph) -> None:
     while True:
         used = {i for n in g.nodes for i in n.inputs if isinstance(i, int)}
         used |= {o for o in g.outputs if isinstance(o, int)}
-        keep = [n for n in g.nodes if n.out in used]
+        # A node with several outputs (an LSTM's y and c) lists the others in attrs["outs"].
+        keep = [n for n in g.nodes if n.out in used or any(o in used for o in n.attrs.get("outs", ()))]
         if len(keep) == len(g.nodes):
             return
         g.nodes = keep

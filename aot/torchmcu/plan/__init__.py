@@ -43,11 +43,13 @@ from .hot_weights import WEIGHT_OPERAND, copy_hot_weights
 from .lifetimes import _sizes, lifetimes, live_profile, lower_bound
 from .placement import assign_concatenated, assign_regions, operand_regions, place_offsets, resolve_pins
 from .result import HotWeight, Plan, PlanOptions, RegionPlan, RegionSpec
+from .state import make_state, place_state, state_buffers
+from .state import offsets as state_offsets
 from .tiling import tile_graph
 
 __all__ = ["HotWeight", "INPLACE_CODES", "Plan", "PlanOptions", "RegionPlan", "RegionSpec", "WEIGHT_OPERAND",
            "compact", "concat_in_place", "copy_hot_weights", "elementwise_in_place", "lifetimes", "live_profile",
-           "lower_bound", "place_offsets", "plan"]
+           "lower_bound", "make_state", "place_offsets", "plan"]
 
 
 def _place(p: PGraph, sizes: dict[int, int], life: dict[int, tuple[int, int]], regions: list[RegionSpec],
@@ -95,7 +97,8 @@ def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOption
     """Plan `p` (its tensors' buffers may be rewritten by the aliasing
     passes). Without `regions`, one unbounded arena."""
     options = options or PlanOptions()
-    life0 = lifetimes(p)
+    state = state_buffers(p)  # placed apart, in a persistent region
+    life0 = {b: s for b, s in lifetimes(p).items() if b not in state}
     classic = lower_bound(_sizes(p, life0), life0)
     aliasing = {}
     if options.tile:
@@ -104,7 +107,8 @@ def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOption
         aliasing["concat_in_place"] = concat_in_place(p)
         aliasing["elementwise_in_place"] = elementwise_in_place(p)
     compact(p)
-    life = lifetimes(p)
+    state = state_buffers(p)
+    life = {b: s for b, s in lifetimes(p).items() if b not in state}
     sizes = _sizes(p, life)
     if regions is None:
         regions = [RegionSpec("arena", 0, 1 << 62)]
@@ -121,6 +125,14 @@ def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOption
         bufs = sorted(offs)
         out_regions.append(RegionPlan(regions[r].name, regions[r].speed, regions[r].capacity, top,
                                       lower_bound(sizes, life, bufs), bufs))
-    result = Plan(offsets, life, sum(r.arena_bytes for r in out_regions), lower_bound(sizes, life),
-                  {b: index[region_of[b]] for b in region_of}, out_regions, classic, aliasing)
+    arena_bytes = sum(r.arena_bytes for r in out_regions)
+    region_index = {b: index[region_of[b]] for b in region_of}
+    persistent = place_state(p, regions, {r.name: r.arena_bytes for r in out_regions})
+    if persistent is not None:  # the last arena; its buffers live across executions
+        offsets.update(state_offsets(p, persistent))
+        region_index.update({b: len(out_regions) for b in persistent.buffers})
+        life = {**life, **{b: (-1, len(p.ops)) for b in persistent.buffers}}
+        out_regions.append(persistent)
+    result = Plan(offsets, life, arena_bytes, lower_bound(sizes, {b: life[b] for b in sizes}),
+                  region_index, out_regions, classic, aliasing)
     return result

@@ -40,7 +40,7 @@ def concat_in_place(p: PGraph) -> int:
     """Inputs of a CONCAT along its outermost non-unit physical axis are
     produced directly in their slices of the output; the op is removed.
     Returns the number of CONCAT ops removed."""
-    io = {p.tensors[t].buffer for t in p.inputs + p.outputs}
+    io = {p.tensors[t].buffer for t in p.inputs + p.outputs + p.state}
     removed = 0
     keep = []
     claimed: set[int] = set()
@@ -81,7 +81,7 @@ def _concat_ok(p: PGraph, op: Any, io: set, claimed: set[int]) -> bool:
 def elementwise_in_place(p: PGraph) -> int:
     """An element-wise op writes over an input whose buffer dies at it.
     Returns the number of ops rewritten."""
-    inputs = {p.tensors[t].buffer for t in p.inputs}
+    inputs = {p.tensors[t].buffer for t in p.inputs + p.state}  # (a state's bytes must outlive the execution)
     life = lifetimes(p)
     rewritten = 0
     for i, op in enumerate(p.ops):
@@ -124,4 +124,5 @@ def compact(p: PGraph) -> int:
         op.outputs = [new[t] for t in op.outputs]
     p.inputs[:] = [new[t] for t in p.inputs]
     p.outputs[:] = [new[t] for t in p.outputs]
+    p.state[:] = [new[t] for t in p.state]
     return dropped

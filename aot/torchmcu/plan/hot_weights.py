@@ -33,7 +33,7 @@ def copy_hot_weights(p: PGraph, result: Plan, program_speed: int) -> list[HotWei
     hot: list[HotWeight] = []
     taken: set[int] = set()
     for r, reg in enumerate(result.regions):
-        if reg.speed >= program_speed:
+        if reg.speed >= program_speed or reg.persistent:
             continue
         top = _align(reg.arena_bytes)
         for reads, tid in cands:

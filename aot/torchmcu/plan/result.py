@@ -22,6 +22,7 @@ class RegionPlan:
     lower_bound_bytes: int = 0
     buffers: list[int] = field(default_factory=list)
     hot_bytes: int = 0  # weights copied here at init (--copy-hot-weights), part of arena_bytes
+    persistent: bool = False  # the model's state (plan/state.py): kept across executions, never shared
 
 
 @dataclass
@@ -37,7 +38,7 @@ class HotWeight:
 class Plan:
     offsets: dict[int, int]  # buffer -> byte offset in its region's arena
     lifetimes: dict[int, tuple[int, int]]  # buffer -> (first op, last op), inclusive
-    arena_bytes: int  # all regions
+    arena_bytes: int  # all activation regions (the persistent state's region apart)
     lower_bound_bytes: int  # the program's liveness lower bound in one memory
     region_of: dict[int, int] = field(default_factory=dict)  # buffer -> index into regions
     regions: list[RegionPlan] = field(default_factory=list)  # the arenas, in program order

@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..reference import activations, attention_norm, conv, elementwise, pool_resize, quant, reduce, shape_views
+from ..reference import (activations, attention_norm, conv, elementwise, pool_resize, quant, recurrent, reduce,
+                         shape_views)
 from . import schema
 
 NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": np.uint8, "I64": np.int64}
@@ -119,7 +120,8 @@ def _execute(ops: list[dict], tensors: list[dict], constants: bytes, base: int, 
             src = tensors[op["inputs"][0]]
             results = [quant.dequantize(args[0], src["scale"], src["zero_point"])]
         else:
-            results = [OPS[op["code"]](args, params, outs)]
+            result = OPS[op["code"]](args, params, outs)
+            results = list(result) if isinstance(result, tuple) else [result]  # a tuple: one per output
         for t, result in zip(outs, results):
             _store(t, np.asarray(result).reshape(t["dims"]), arenas)
 
@@ -147,5 +149,5 @@ def run_reference(pte: bytes, samples: list[list[np.ndarray]]) -> list[np.ndarra
 # Op code -> its runner (args, params, output tensors) -> output, from each family.
 OPS: dict[str, Callable[[list, dict, list], Any]] = {
     **conv.OPS, **pool_resize.OPS, **elementwise.OPS, **reduce.OPS, **shape_views.OPS,
-    **activations.OPS, **attention_norm.OPS,
+    **activations.OPS, **attention_norm.OPS, **recurrent.OPS,
 }

@@ -267,10 +267,17 @@ def reference(out_dir: str | Path, samples: list[list[np.ndarray]], float64: boo
     if float64:
         module = module.to(torch.float64)
     outs: list[list[np.ndarray]] = []
+    # A streaming model's state (compile state=...): zeros, then each sample's new state feeds the next.
+    state = load_meta(out_dir).get("state") or []
+    carried = {s["input"]: torch.zeros(s["shape"], dtype=dtype) for s in state}
     with torch.no_grad():
         for s in samples:
-            r = module(*[torch.from_numpy(np.ascontiguousarray(x)).to(dtype) for x in s])
-            r = r if isinstance(r, (tuple, list)) else (r,)
+            given = iter(torch.from_numpy(np.ascontiguousarray(x)).to(dtype) for x in s)
+            args = [carried[k] if k in carried else next(given) for k in range(len(s) + len(carried))]
+            r = torch.utils._pytree.tree_leaves(module(*args))  # nested tuples (an LSTM's (y, (h, c))) flattened
+            for st in state:
+                carried[st["input"]] = r[st["output"]]
+            r = [t for k, t in enumerate(r) if k not in {st["output"] for st in state}]
             for k, t in enumerate(r):
                 if len(outs) <= k:
                     outs.append([])

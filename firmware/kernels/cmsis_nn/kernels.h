@@ -44,6 +44,9 @@ extern const Kernel kTransposeConv2dS8;
 // C: attention (batch_matmul.cc)
 extern const Kernel kBatchMatmulS8;
 extern const Kernel kBatchMatmulS16;
+// recurrent layers (lstm.cc)
+extern const Kernel kLstmS8;
+extern const Kernel kLstmS16;
 
 }  // namespace cmsis_nn
 }  // namespace torchmcu

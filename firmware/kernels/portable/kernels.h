@@ -97,6 +97,16 @@ extern const Kernel kGluS16;
 extern const Kernel kSoftmaxMaskedS8;
 extern const Kernel kSoftmaxMaskedS16;
 extern const Kernel kBatchMatmulS16;
+// recurrent layers (ops_recurrent.cc)
+extern const Kernel kLstmF32;
+extern const Kernel kGruF32;
+extern const Kernel kRnnF32;
+extern const Kernel kLstmS8;
+extern const Kernel kLstmS16;
+extern const Kernel kGruS8;
+extern const Kernel kRnnS8;
+extern const Kernel kGruS16;
+extern const Kernel kRnnS16;
 
 }  // namespace portable
 }  // namespace torchmcu

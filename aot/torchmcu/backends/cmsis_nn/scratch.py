@@ -241,6 +241,16 @@ def scratch_bytes_s16(code: str, x_dims: Dims, w_dims: Dims) -> int:
     return 0
 
 
+def lstm_scratch_bytes(code: str, y_dims: Dims) -> int:
+    """arm_lstm_unidirectional_s8/_s16's context (TFLM's cmsis_nn LSTM asks
+    the same): two int16 gate buffers of [B, H] (temp1, temp2; the cell state
+    is the op's own output), and the hidden state it reads and writes back,
+    [B, H] of the activations' type (a copy of h0: the op's inputs are read
+    only). y: [T, B, H]."""
+    _, batch, hidden = (int(d) for d in y_dims)
+    return 2 * batch * hidden * 2 + batch * hidden * (2 if code == "LSTM_S16" else 1)
+
+
 def scratch_bytes(code: str, x_dims: Dims, w_dims: Dims | None, y_dims: Dims,
                   params: Mapping[str, Any] | None = None) -> int:
     """Bytes of the scratch operand an op needs to run on CMSIS-NN on any core:
@@ -255,6 +265,8 @@ def scratch_bytes(code: str, x_dims: Dims, w_dims: Dims | None, y_dims: Dims,
     if code in ("CONV2D_S16", "DEPTHWISE_CONV2D_S16"):
         assert w_dims is not None
         return scratch_bytes_s16(code, x_dims, w_dims)
+    if code in ("LSTM_S8", "LSTM_S16"):
+        return lstm_scratch_bytes(code, y_dims)
     if code == "BATCH_MATMUL_S8":  # MVE's kernel sums: an int32 per row of b (given transposed, adj_y)
         return 4 * int(y_dims[-1]) if params and params.get("adj_y") and len(y_dims) <= 4 else 0
     if code not in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "CONV2D_S4", "DEPTHWISE_CONV2D_S4",

@@ -64,18 +64,19 @@ import numpy as np
 
 from ... import reference as ref
 from ...errors import TorchMCUError
-from .ops import AttentionNormOps, ConvOps, ElementwiseOps, PoolResizeOps, ReduceOps, ShapeViewsOps
+from .ops import AttentionNormOps, ConvOps, ElementwiseOps, PoolResizeOps, RecurrentOps, ReduceOps, ShapeViewsOps
 from .program import ExportError, _Program, verify_derived, weight_scales
 
 
-class _Exporter(ConvOps, PoolResizeOps, ElementwiseOps, ReduceOps, ShapeViewsOps, AttentionNormOps):
+class _Exporter(ConvOps, PoolResizeOps, ElementwiseOps, ReduceOps, ShapeViewsOps, AttentionNormOps, RecurrentOps):
     """A program as a TFLite model: every op family's methods."""
 
 
 _SCRATCH_AFTER = {"CONV2D_S8": 5, "DEPTHWISE_CONV2D_S8": 5, "LINEAR_S8": 5, "CONV2D_S16": 5,
                   "DEPTHWISE_CONV2D_S16": 5, "LINEAR_S16": 5, "CONV2D_S4": 5, "DEPTHWISE_CONV2D_S4": 5,
                   "LINEAR_S4": 5, "TRANSPOSE_CONV2D_S8": 5, "TRANSPOSE_CONV2D_S16": 5,
-                  "BATCH_MATMUL_S8": 2, "BATCH_MATMUL_S16": 2}
+                  "BATCH_MATMUL_S8": 2, "BATCH_MATMUL_S16": 2,
+                  "LSTM_S8": 6, "LSTM_S16": 6}
 
 
 def _operands(op: dict) -> list[int]:
@@ -170,7 +171,10 @@ def trace(pte: bytes, inputs: list[np.ndarray]) -> list[tuple[list[np.ndarray | 
             result = ref.requantize_tensor(args[0], prog["tensors"][op["inputs"][0]], outs[0])
         else:
             result = OPS[op["code"]](args, params, outs)
-        it.write(op["outputs"][0], np.asarray(result).reshape(outs[0]["dims"]))
+        results = list(result) if isinstance(result, tuple) else [result]  # a tuple: one per output (LSTM)
+        for t, r in zip(op["outputs"], results):
+            it.write(t, np.asarray(r).reshape(prog["tensors"][t]["dims"]))
+        result = results[0]
         steps.append((args, it.tensor(op["outputs"][0]).copy()))
     return steps
 

@@ -75,6 +75,7 @@ _OPTIONS = {
     "BROADCAST_TO": None,
     # element-wise, reductions, attention
     "DIV": "DivOptions",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
 }
 
 # Fields holding enums, by the enum class that names their values.
@@ -106,7 +107,7 @@ class TFLiteWriter:
     def add_tensor(self, name: str, shape: Sequence[int], dtype: Any = "float32",
                    scale: float | Sequence[float] | None = None,
                    zero_point: int | Sequence[int] | None = None, data: Any = None,
-                   quantized_dimension: int | None = None) -> int:
+                   quantized_dimension: int | None = None, variable: bool = False) -> int:
         """Adds a tensor; returns its index. dtype: a numpy dtype or name
         (int8, int16, int32, int64, uint8, float32, float16, bool). scale /
         zero_point: per-tensor scalars or per-channel sequences (then
@@ -114,13 +115,19 @@ class TFLiteWriter:
         constant's values (converted to dtype, C order). dtype "int4": data
         is the packed bytes (two values per byte, element i in the low nibble
         of byte i // 2 when i is even, the high one when odd: TFLite's INT4
-        buffers), ceil(elements / 2) of them."""
+        buffers), ceil(elements / 2) of them. variable: a state tensor the
+        interpreter keeps between invocations (an LSTM's hidden and cell
+        state; TFLite Micro resets it to its zero point)."""
         shape = [int(d) for d in shape]
         if isinstance(dtype, str) and dtype == "int4":
             packed = None if data is None else np.ascontiguousarray(np.asarray(data, dtype=np.uint8)).ravel()
             if packed is not None and packed.size != (int(np.prod(shape, dtype=np.int64)) + 1) // 2:
                 raise ValueError(f"{name}: {packed.size} packed bytes for int4 tensor {shape}")
             return self._add(name, shape, TensorType.INT4, packed, scale, zero_point, quantized_dimension)
+        if variable:
+            index = self.add_tensor(name, shape, dtype, scale, zero_point, data, quantized_dimension)
+            self._tensors[index]["variable"] = True
+            return index
         dtype_name = np.dtype(dtype).name
         if dtype_name not in _DTYPES:
             raise ValueError(f"unsupported tensor type {dtype_name}")
@@ -268,6 +275,8 @@ class TFLiteWriter:
             Tensor.TensorAddName(b, name)
             if quant is not None:
                 Tensor.TensorAddQuantization(b, quant)
+            if t.get("variable"):
+                Tensor.TensorAddIsVariable(b, True)
             tensor_offsets.append(Tensor.TensorEnd(b))
 
         op_offsets = []

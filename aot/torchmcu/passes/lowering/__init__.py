@@ -7,11 +7,11 @@ kernels and their tests; see docs/architecture.md.
 
 from __future__ import annotations
 
-from . import activations, attention_norm, conv, elementwise, pool_resize, reduce, shape_views
+from . import activations, attention_norm, conv, elementwise, pool_resize, recurrent, reduce, shape_views
 from .family import Family, merge
 
 FAMILIES: list[Family] = [conv.F, pool_resize.F, elementwise.F, reduce.F, shape_views.F, activations.F,
-                          attention_norm.F]
+                          attention_norm.F, recurrent.F]
 
 # Everything the families declare, in one table (a name declared twice is refused).
 ALL: Family = merge(FAMILIES)

@@ -109,6 +109,16 @@ ARGS: dict[str, tuple[str, str | None]] = {
     "SOFTMAX_MASKED_S8": ("QuantMaskedSoftmaxArgs", "QuantSoftmaxParams"),
     "SOFTMAX_MASKED_S16": ("QuantMaskedSoftmaxArgs", "QuantSoftmaxParams"),
     "BATCH_MATMUL_S16": ("QuantBatchMatmulArgs", "QuantBatchMatmulParams"),
+    # recurrent layers (reference/recurrent.py)
+    "LSTM_F32": ("RecurrentArgs", "RecurrentParams"),
+    "GRU_F32": ("RecurrentArgs", "RecurrentParams"),
+    "RNN_F32": ("RecurrentArgs", "RecurrentParams"),
+    "LSTM_S8": ("QuantLstmArgs", "QuantLstmParams"),
+    "LSTM_S16": ("QuantLstmArgs", "QuantLstmParams"),
+    "GRU_S8": ("QuantGruArgs", "QuantGruParams"),
+    "RNN_S8": ("QuantRnnArgs", "QuantRnnParams"),
+    "GRU_S16": ("QuantGruArgs", "QuantGruParams"),
+    "RNN_S16": ("QuantRnnArgs", "QuantRnnParams"),
 }  # SIGMOID_F32, TANH_F32, HARDSWISH_F32, COPY, LUT_S8: no arguments
 
 
@@ -214,6 +224,12 @@ def _masked_softmax(ins: list, outs: list) -> dict[str, Any]:
     return dict(_x_y(ins, outs), mask=_dims(mask, 2))
 
 
+def _recurrent(ins: list, outs: list) -> dict[str, Any]:
+    """x [T, B, I] and y [T, B, H] of the recurrent ops."""
+    x, y = _dims(ins[0] if ins else None, 3), _dims(outs[0] if outs else None, 3)
+    return {"time_steps": x[0], "batch": x[1], "input_size": x[2], "hidden_size": y[2]}
+
+
 SHAPES: dict[str, Shapes] = {
     "LinearArgs": _linear, "QuantLinearArgs": _linear,
     "Conv2dArgs": _nhwc("x", "w", "y"), "QuantConv2dArgs": _nhwc("x", "w", "y"),
@@ -233,6 +249,8 @@ SHAPES: dict[str, Shapes] = {
     "QuantLogSoftmaxArgs": _x_y, "QuantMeanArgs": _x_y, "LayerNormArgs": _rows_cols_of_x,
     "QuantLayerNormArgs": _rows_cols_of_x, "GluArgs": _x_y, "QuantGluArgs": _x_y,
     "QuantMaskedSoftmaxArgs": _masked_softmax,
+    "RecurrentArgs": _recurrent, "QuantLstmArgs": _recurrent, "QuantGruArgs": _recurrent,
+    "QuantRnnArgs": _recurrent,
 }
 
 

@@ -1,0 +1,148 @@
+"""The recurrent models of the sequence zoo: figures issue #16 asks for.
+
+    .venv/bin/python bench/recurrent.py [--boards mps2-an386 mps3-an547] [--skip-cmsis]
+
+1. The LSTM keyword spotter (examples/recurrent_zoo.py: nn.LSTM hidden 64, 49
+   frames of 10 MFCC) and its streaming form (one frame and its state per
+   invocation), int8 and a16w8, on the Cortex-M4 (mps2-an386) and the
+   Cortex-M55 (mps3-an547), with the portable kernels and with CMSIS-NN's
+   LSTM (TORCHMCU_CMSIS_NN_DIR): instructions per inference (QEMU -icount
+   shift=0: instructions, not cycles; the mean of 4 runs), RAM = planned
+   activation arena + the streaming model's persistent state, each output
+   checked bit for bit against the reference.
+2. SQNR against the float model of every recurrent zoo model at int8 and
+   a16w8 (8 held-out samples, the reference's outputs: the firmware's bits).
+
+Writes bench/recurrent.json and bench/recurrent.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "examples"))
+
+import recurrent_zoo as zoo  # noqa: E402
+from torchmcu.builder.firmware import build_firmware  # noqa: E402
+from torchmcu.compiler import compile  # noqa: E402
+from torchmcu.frontend.streaming import stream_calibration  # noqa: E402
+from torchmcu.program.interpret import run_reference  # noqa: E402
+from torchmcu.sim import runner  # noqa: E402
+
+CALIBRATION = 24
+
+
+def sqnr_db(reference: np.ndarray, got: np.ndarray) -> float:
+    err = np.sum((got.astype(np.float64) - reference) ** 2)
+    return float(10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / max(err, 1e-30)))
+
+
+def _compile(model, example, board, out, quant, calib, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return compile(model, example, board, out, quant=quant, calibration=calib, progress=False, **kw)
+
+
+def _checked(out: Path, inputs: list[np.ndarray]) -> int:
+    """Instructions per inference (mean of 4 runs), the outputs checked."""
+    res = runner.run(out, inputs, sim="qemu", repeat=4, timeout_s=1800)
+    expected, tol = runner.expected(out, runner.split_samples(runner.load_meta(out), inputs))
+    mismatch, _ = runner.compare(res.outputs, expected, tol)
+    if res.exit_code != 0 or mismatch is not None:
+        raise SystemExit(f"{out}: exit {res.exit_code}, {mismatch}")
+    return int(res.inference_instructions())
+
+
+def kws_rows(boards: list[str], kernel_sets: list[str], root: Path) -> list[dict]:
+    rows = []
+    kws, example = zoo.make_lstm_kws()
+    calib = zoo.calibration("lstm_kws", CALIBRATION)
+    seq, _ = zoo.make_lstm_kws_sequence()
+    stream, stream_example = zoo.make_lstm_kws_stream()
+    sequences = [s[0] for s in zoo.calibration("lstm_kws_sequence", CALIBRATION)]
+    stream_calib = stream_calibration(stream, sequences, stream_example[1:])
+    x = zoo.calibration("lstm_kws", 1, seed=1)[0][0].numpy()
+    for board in boards:
+        for quant in ("int8", "a16w8"):
+            for form in ("sequence", "stream"):
+                out = root / f"{board}_{quant}_{form}"
+                if form == "sequence":
+                    c = _compile(kws, example, board, out, quant, calib)
+                    inputs = [x[None]]
+                else:
+                    c = _compile(stream, stream_example, board, out, quant, stream_calib, state=2)
+                    inputs = [x.transpose(1, 0, 2)[:1, None]]  # one frame
+                mem = c.report["memory"]
+                state = (mem.get("state") or {}).get("bytes", 0)
+                for kernels in kernel_sets:
+                    build_firmware(out, kernels=kernels)
+                    rows.append({"model": f"lstm_kws ({form})", "board": board, "quant": quant, "kernels": kernels,
+                                 "instructions": _checked(out, inputs), "arena_bytes": mem["activation_bytes"],
+                                 "state_bytes": state, "ram_bytes": mem["activation_bytes"] + state,
+                                 "program_bytes": c.report["flash"]["program_bytes"]})
+                    print(rows[-1], flush=True)
+    return rows
+
+
+def sqnr_rows(root: Path) -> list[dict]:
+    rows = []
+    for name, make in zoo.MODELS.items():
+        model, example = make()
+        calib = zoo.calibration(name, CALIBRATION)
+        held = zoo.calibration(name, 8, seed=1)
+        with torch.no_grad():
+            ref = np.stack([model(*s).numpy() for s in held])
+        row = {"model": name, "macs": None}
+        for quant in ("int8", "a16w8"):
+            c = _compile(model, example, "mps3-an547", root / f"sqnr_{name}_{quant}", quant, calib)
+            got = run_reference(c.pte, [[s[0].numpy()] for s in held])[0]
+            row[f"sqnr_{quant}"] = round(sqnr_db(ref, got), 1)
+            row["macs"] = c.report["macs"]
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def markdown(kws: list[dict], sqnr: list[dict]) -> str:
+    lines = ["# Recurrent zoo figures (bench/recurrent.py)", "",
+             "Instructions per inference are QEMU `-icount shift=0` counts (instructions, not cycles), mean of 4 "
+             "runs; the streaming model's are per frame (one invocation). RAM = planned activation arena + the "
+             "streaming model's persistent state (the runtime's own Method object aside).", "",
+             "| model | board | quant | kernels | instructions | arena B | state B | RAM B | program B |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in kws:
+        lines.append(f"| {r['model']} | {r['board']} | {r['quant']} | {r['kernels']} | {r['instructions']:,} | "
+                     f"{r['arena_bytes']:,} | {r['state_bytes']:,} | {r['ram_bytes']:,} | {r['program_bytes']:,} |")
+    lines += ["", "SQNR against the float model (8 held-out samples):", "",
+              "| model | MACs | int8 dB | a16w8 dB |", "|---|---:|---:|---:|"]
+    for r in sqnr:
+        lines.append(f"| {r['model']} | {r['macs']:,} | {r['sqnr_int8']} | {r['sqnr_a16w8']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--boards", nargs="+", default=["mps2-an386", "mps3-an547"])
+    ap.add_argument("--skip-cmsis", action="store_true", help="portable kernels only")
+    ap.add_argument("--out", type=Path, default=REPO / "build" / "bench_recurrent")
+    args = ap.parse_args()
+    kernel_sets = ["portable"] + ([] if args.skip_cmsis or not os.environ.get("TORCHMCU_CMSIS_NN_DIR") else
+                                  ["cmsis-nn"])
+    kws = kws_rows(args.boards, kernel_sets, args.out)
+    sqnr = sqnr_rows(args.out)
+    (REPO / "bench" / "recurrent.json").write_text(json.dumps({"kws": kws, "sqnr": sqnr}, indent=2) + "\n")
+    (REPO / "bench" / "recurrent.md").write_text(markdown(kws, sqnr))
+    print(markdown(kws, sqnr))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""The recurrent models of the sequence zoo (examples/recurrent_zoo.py) in QEMU.
+
+Each model is compiled at float32, int8 and a16w8 for the Cortex-M55
+(mps3-an547) and the Cortex-M4 (mps2-an386), built with the portable kernels
+and run in QEMU: bit for bit with the reference at int8 and a16w8, within the
+float tolerance at float32; the integer programs' SQNR against the float
+model is bounded below. The streaming keyword spotter, fed one frame per
+invocation, gives the whole-sequence program's outputs bit for bit; with
+TORCHMCU_CMSIS_NN_DIR set, the LSTMs also run on CMSIS-NN's
+arm_lstm_unidirectional_s8/_s16 on M4, M33 and M55, bit for bit.
+
+Slow (a firmware build per case): behind the `zoo` marker, run with
+`pytest -m zoo tests/test_zoo_recurrent.py`. bench/recurrent.py measures the
+figures (instructions, RAM, SQNR).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from conftest import REPO, needs_arm_gcc, needs_qemu
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.compiler import compile
+from torchmcu.frontend.streaming import stream_calibration
+from torchmcu.program.interpret import run_reference
+from torchmcu.sim import runner
+
+sys.path.insert(0, str(REPO / "examples"))
+import recurrent_zoo as zoo  # noqa: E402
+
+pytestmark = [pytest.mark.zoo, needs_qemu, needs_arm_gcc]
+
+BOARDS = ["mps3-an547", "mps2-an386"]
+CALIBRATION, HELD_OUT = 24, 3
+MIN_SQNR = {"int8": 25.0, "a16w8": 28.0}
+
+
+@pytest.fixture(autouse=True)
+def _only_when_asked(request):
+    if "zoo" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("the sequence zoo runs with -m zoo")
+
+
+def sqnr_db(reference: np.ndarray, got: np.ndarray) -> float:
+    err = np.sum((got.astype(np.float64) - reference) ** 2)
+    return float(10 * np.log10(np.sum(reference.astype(np.float64) ** 2) / max(err, 1e-30)))
+
+
+def _compile(model, example, board, out, quant, calib, **kw):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        c = compile(model, example, board, out, quant=quant, progress=False,
+                    calibration=None if quant == "float32" else calib, **kw)
+    fallbacks = [str(w.message) for w in seen if str(w.message).startswith("torchmcu")]
+    assert not fallbacks, fallbacks
+    return c
+
+
+def _run_checked(out, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    res = runner.run(out, inputs, sim="qemu", timeout_s=900)
+    assert res.exit_code == 0, res.raw[-2000:]
+    expected, tol = runner.expected(out, runner.split_samples(runner.load_meta(out), inputs))
+    mismatch, worst = runner.compare(res.outputs, expected, tol)
+    assert mismatch is None, f"{mismatch} (max abs error {worst})"
+    return res.outputs
+
+
+@pytest.mark.parametrize("board", BOARDS)
+@pytest.mark.parametrize("quant", ["float32", "int8", "a16w8"])
+@pytest.mark.parametrize("name", list(zoo.MODELS))
+def test_zoo_model(name, quant, board, tmp_path):
+    model, example = zoo.MODELS[name]()
+    calib = zoo.calibration(name, CALIBRATION)
+    held = zoo.calibration(name, HELD_OUT, seed=1)
+    c = _compile(model, example, board, tmp_path, quant, calib)
+    if quant != "float32":
+        kind = {"lstm_kws": "LSTM", "lstm_2layer": "LSTM", "gru_kws": "GRU", "rnnt_encoder": "LSTM"}[name]
+        assert f"{kind}_{'S16' if quant == 'a16w8' else 'S8'}" in {op.code for op in c.graph.ops}
+    build_firmware(tmp_path)
+    inputs = [np.stack([s[0].numpy() for s in held])]
+    got = _run_checked(tmp_path, inputs)[0]
+    if quant != "float32":
+        with torch.no_grad():
+            ref = np.stack([model(*s).numpy() for s in held])
+        assert sqnr_db(ref, got) >= MIN_SQNR[quant]
+
+
+@pytest.mark.parametrize("kernels", ["portable", "cmsis-nn"])
+def test_streaming_kws_is_the_sequence_program(kernels, tmp_path):
+    """One frame per invocation on the Cortex-M55: the whole-sequence int8
+    program's outputs bit for bit (its state int8 h and int16 c)."""
+    if kernels == "cmsis-nn" and not os.environ.get("TORCHMCU_CMSIS_NN_DIR"):
+        pytest.skip("TORCHMCU_CMSIS_NN_DIR is not set")
+    seq, _ = zoo.make_lstm_kws_sequence()
+    stream, example = zoo.make_lstm_kws_stream()
+    sequences = [s[0] for s in zoo.calibration("lstm_kws_sequence", CALIBRATION)]
+    whole = _compile(seq, (sequences[0],), "mps3-an547", tmp_path / "seq", "int8", [(s,) for s in sequences])
+    calib = stream_calibration(stream, sequences, example[1:])
+    c = _compile(stream, example, "mps3-an547", tmp_path / "stream", "int8", calib, state=2)
+    assert c.report["memory"]["state"]["bytes"] == 64 + 128  # int8 h, int16 c
+    build_firmware(tmp_path / "stream", kernels=kernels)
+    x = zoo.calibration("lstm_kws_sequence", 1, seed=2)[0][0]
+    frames = x.numpy().transpose(1, 0, 2)[:, None]  # 49 samples of one frame
+    got = _run_checked(tmp_path / "stream", [frames])[0][:, 0, 0]
+    np.testing.assert_array_equal(got, run_reference(whole.pte, [[x.numpy()]])[0][0, 0])
+
+
+@pytest.mark.skipif(not os.environ.get("TORCHMCU_CMSIS_NN_DIR"), reason="TORCHMCU_CMSIS_NN_DIR is not set")
+@pytest.mark.parametrize("board", ["mps2-an386", "mps2-an505", "mps3-an547"])
+@pytest.mark.parametrize("quant", ["int8", "a16w8"])
+def test_lstm_kws_on_cmsis_nn(quant, board, tmp_path):
+    """arm_lstm_unidirectional_s8/_s16 on M4, M33 and M55, bit for bit, and
+    fewer instructions than the portable kernel."""
+    model, example = zoo.make_lstm_kws()
+    c = _compile(model, example, board, tmp_path, quant, zoo.calibration("lstm_kws", CALIBRATION))
+    assert not next(op for op in c.graph.ops if op.code.startswith("LSTM")).params[1]["may_saturate"]
+    inputs = [np.stack([s[0].numpy() for s in zoo.calibration("lstm_kws", 2, seed=1)])]
+    counts = {}
+    for kernels in ("portable", "cmsis-nn"):
+        build_firmware(tmp_path, kernels=kernels)
+        _run_checked(tmp_path, inputs)
+        counts[kernels] = runner.run(tmp_path, inputs, sim="qemu").inference_instructions()
+    assert counts["cmsis-nn"] < counts["portable"]
