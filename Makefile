@@ -1,7 +1,8 @@
 # torchmcu: `make demo` and `make test` set everything up themselves.
 #   make setup   Debian packages (toolchain, QEMU, flatc) + the Python venv
 #   make demo    train, compile, build and run the digits MLP in QEMU
-#   make test    the whole test suite
+#   make test    the test suite, less the model zoo (under 20 minutes on 2 cores)
+#   make zoo     the model zoo: torchvision CNNs and sequence models in QEMU (CI runs it too)
 #   make fuzz    10 minutes of libFuzzer over the loader (clang)
 #   make bench   MLPerf Tiny int8 on every board: bench/results.{json,md}, plots
 #   make pack    the runtime as a CMSIS-Pack: build/pack/torchmcu.runtime.<version>.pack
@@ -21,7 +22,7 @@ PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest sci
 # torch: their model definitions import through torchmcu.frontend.compat.
 PIP_NODEPS := tosa-tools torchvision==0.28.0 torchaudio==2.11.0
 
-.PHONY: setup system demo test fuzz bench pack clean
+.PHONY: setup system demo test zoo fuzz bench pack clean
 
 setup: system $(STAMP)
 
@@ -41,9 +42,19 @@ demo: setup
 
 # pytest exits 5 when it collected no tests: a suite that runs nothing fails.
 # The tests run on every core (pytest-xdist); PYTEST_ARGS adds to the command.
+# The zoo (pytest mark `zoo`) runs apart: `make zoo`, which .ci/run runs after it.
 test: setup
-	@$(PY) -m pytest -q -n auto $(PYTEST_ARGS); status=$$?; \
+	@$(PY) -m pytest -q -n auto -m "not zoo" $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$status
+
+# torchvision CNNs and sequence models (random weights) compiled, built and run in
+# QEMU with the check at int8 and float32: tests/test_zoo_*.py. Each prints a `zoo:`
+# line of figures (instructions, flash, RAM, SQNR).
+zoo: setup
+	@bash -c 'set -o pipefail; $(PY) -m pytest -q -n auto -m zoo -rA $(PYTEST_ARGS) \
+		| grep -v -e "^PASSED" -e "^_* *test_zoo" -e "^-* Captured"'; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "make zoo: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
 
 # Every bundled model on every QEMU board (and CMSIS-NN when TORCHMCU_CMSIS_NN_DIR

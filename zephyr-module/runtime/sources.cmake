@@ -5,9 +5,9 @@
 # there fails the test until it is listed here too.
 
 set(TORCHMCU_CORE_SOURCES
-  core/program.cc
-  core/method.cc
   core/c_api.cc
+  core/method.cc
+  core/program.cc
 )
 
 set(TORCHMCU_APP_SOURCES
@@ -15,6 +15,9 @@ set(TORCHMCU_APP_SOURCES
 )
 
 set(TORCHMCU_PORTABLE_KERNEL_SOURCES
+  kernels/portable/activations.cc
+  kernels/portable/arith.cc
+  kernels/portable/attention_norm.cc
   kernels/portable/batch_matmul.cc
   kernels/portable/batch_matmul_s8.cc
   kernels/portable/binary.cc
@@ -27,7 +30,13 @@ set(TORCHMCU_PORTABLE_KERNEL_SOURCES
   kernels/portable/linear.cc
   kernels/portable/linear_s8.cc
   kernels/portable/mean.cc
+  kernels/portable/ops_activations.cc
+  kernels/portable/ops_arith.cc
+  kernels/portable/ops_attention_norm.cc
+  kernels/portable/ops_conv_pool.cc
   kernels/portable/ops_f32.cc
+  kernels/portable/ops_recurrent.cc
+  kernels/portable/ops_reductions.cc
   kernels/portable/ops_s16.cc
   kernels/portable/ops_s8.cc
   kernels/portable/pad.cc
@@ -35,22 +44,30 @@ set(TORCHMCU_PORTABLE_KERNEL_SOURCES
   kernels/portable/pool2d.cc
   kernels/portable/pool2d_s8.cc
   kernels/portable/quantize_s8.cc
+  kernels/portable/recurrent_f32.cc
+  kernels/portable/recurrent_s8.cc
+  kernels/portable/reductions.cc
   kernels/portable/requantize_s8.cc
+  kernels/portable/resize.cc
   kernels/portable/slice.cc
   kernels/portable/softmax.cc
   kernels/portable/softmax_s8.cc
+  kernels/portable/transpose_conv.cc
   kernels/portable/unary.cc
 )
 
 set(TORCHMCU_CMSIS_NN_KERNEL_SOURCES
+  kernels/cmsis_nn/batch_matmul.cc
   kernels/cmsis_nn/binary_s8.cc
   kernels/cmsis_nn/conv_s4.cc
   kernels/cmsis_nn/conv_s8.cc
   kernels/cmsis_nn/linear_s4.cc
   kernels/cmsis_nn/linear_s8.cc
+  kernels/cmsis_nn/lstm.cc
   kernels/cmsis_nn/ops_s16.cc
   kernels/cmsis_nn/pool_s8.cc
   kernels/cmsis_nn/softmax_s8.cc
+  kernels/cmsis_nn/transpose_conv_s8.cc
 )
 
 # build.py's DELEGATE_SOURCES less the bare-metal NPU board support

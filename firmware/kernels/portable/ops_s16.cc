@@ -251,7 +251,8 @@ Error conv2d_check(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
   TMCU_TRY(conv_check_common(ctx, a.w[0]));
   // Grouped when w has fewer input channels than x (groups = their ratio).
-  TMCU_CHECK(a.w[3] >= 1 && a.x[3] % a.w[3] == 0 && a.w[0] % (a.x[3] / a.w[3]) == 0, Error::InvalidOp);
+  TMCU_CHECK(a.w[3] >= 1 && a.x[3] >= a.w[3] && a.x[3] % a.w[3] == 0 && a.w[0] % (a.x[3] / a.w[3]) == 0,
+             Error::InvalidOp);
   return Error::Ok;
 }
 

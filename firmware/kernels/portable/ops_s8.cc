@@ -116,7 +116,7 @@ QuantConvParams conv_params(const schema::QuantConv2dArgs& a) {
 // Grouped when the weights' input channels are fewer than the input's:
 // groups = x channels / w channels, dividing the output channels too.
 TMCU_INLINE bool groups_ok(const schema::QuantConv2dArgs& a) {
-  return a.w[3] >= 1 && a.x[3] % a.w[3] == 0 && a.w[0] % (a.x[3] / a.w[3]) == 0;
+  return a.w[3] >= 1 && a.x[3] >= a.w[3] && a.x[3] % a.w[3] == 0 && a.w[0] % (a.x[3] / a.w[3]) == 0;
 }
 
 Error conv2d_check(const OpContext& ctx) {
