@@ -58,10 +58,12 @@ zoo: setup
 	exit $$status
 
 # Every bundled model on every QEMU board (and CMSIS-NN when TORCHMCU_CMSIS_NN_DIR
-# is set): bench/results.json, results.md, plots. Not part of `make test`.
+# is set): bench/results.json, results.md, plots; then the torchvision CNN zoo at
+# int8 on the M55: bench/zoo.json, zoo.md. Not part of `make test`.
 bench: setup
 	$(VENV)/bin/pip install -q --disable-pip-version-check matplotlib
 	$(PY) bench/run.py
+	$(PY) bench/zoo.py
 
 # libFuzzer over the program loader and method init, seeded with compiled programs.
 fuzz: setup
