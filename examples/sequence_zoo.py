@@ -8,8 +8,8 @@
                                           2 layers, depthwise kernel 31) on 16 frames, no padding mask
     transformer_post       [1, 32, 64]    nn.TransformerEncoder: 2 nn.TransformerEncoderLayer(d_model 64,
     transformer_pre                       4 heads, FFN 128, batch_first), norm_first False / True
-    kwt                    [1, 16, 16]    keyword-transformer-style tiny ViT (tests/test_attention.py's
-                                          TinyViT("linear")): each frame's 16 bins embedded by a Linear,
+    kwt                    [1, 16, 16]    keyword-transformer-style tiny ViT (TinyViT("linear") below,
+                                          also tests/test_attention.py's): each frame's 16 bins embedded by a Linear,
                                           a class token concatenated, learned position embedding,
                                           2 pre-norm encoder layers, head on the class token -> 12
 
@@ -70,13 +70,30 @@ def _bench_conformer() -> type[nn.Module]:
     return Conformer
 
 
-def _tiny_vit() -> type[nn.Module]:
-    sys.path.insert(0, str(REPO / "tests"))
-    try:
-        from test_attention import TinyViT
-    finally:
-        sys.path.remove(str(REPO / "tests"))
-    return TinyViT
+class TinyViT(nn.Module):
+    """Keyword-transformer style: patches embedded by a linear layer (over the
+    frequency bins of each frame) or a strided conv, a class token (a
+    parameter expanded and concatenated), learned position embeddings, two
+    encoder layers, a head on the class token."""
+
+    def __init__(self, patches: str) -> None:
+        super().__init__()
+        self.patches = patches
+        self.embed = nn.Linear(16, 64) if patches == "linear" else nn.Conv2d(1, 64, 4, stride=4)
+        self.cls = nn.Parameter(torch.randn(1, 1, 64) * 0.5)
+        self.pos = nn.Parameter(torch.randn(1, 17, 64) * 0.5)
+        layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(64)
+        self.head = nn.Linear(64, 12)
+
+    def forward(self, x):  # [1, 16, 16]: frames x frequency bins
+        if self.patches == "linear":
+            h = self.embed(x)
+        else:
+            h = self.embed(x.unsqueeze(1)).flatten(2).transpose(1, 2)
+        h = torch.cat([self.cls.expand(x.shape[0], -1, -1), h], 1) + self.pos
+        return self.head(self.norm(self.encoder(h)[:, 0]))
 
 
 def make_tcn_kws():
@@ -109,7 +126,7 @@ def make_transformer_pre():
 
 def make_kwt():
     torch.manual_seed(15)
-    return _tiny_vit()("linear").eval(), (torch.randn(1, 16, 16),)
+    return TinyViT("linear").eval(), (torch.randn(1, 16, 16),)
 
 
 MODELS = {"tcn_kws": make_tcn_kws, "conformer": make_conformer, "transformer_post": make_transformer_post,

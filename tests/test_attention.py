@@ -9,6 +9,7 @@ one attention block in QEMU on the Cortex-M55, portable and with CMSIS-NN."""
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import assert_close, needs_arm_gcc, needs_qemu, run_on_host
+from conftest import REPO, assert_close, needs_arm_gcc, needs_qemu, run_on_host
 from test_ops_host import Fn
 from test_quant import calib
 from torch import nn
@@ -24,6 +25,9 @@ from torchmcu.compiler import compile
 from torchmcu.errors import CompileError
 from torchmcu.program import schema
 from torchmcu.sim import runner
+
+sys.path.insert(0, str(REPO / "examples"))
+from sequence_zoo import TinyViT  # noqa: E402  the keyword-transformer ViT of the sequence zoo
 
 
 def _mha(batch_first: bool, **kw) -> nn.Module:
@@ -236,32 +240,6 @@ def test_transformer_encoder_layer(norm_first: bool, quant: str, tmp_path: Path,
     outputs, samples = _integer(model, shapes, quant, tmp_path, {"LAYER_NORM_S8" if quant == "int8" else
                                                                  "LAYER_NORM_S16"}, host_runner)
     assert _sqnr(model, outputs, samples) > (18 if quant == "int8" else 40)
-
-
-class TinyViT(nn.Module):
-    """Keyword-transformer style: patches embedded by a linear layer (over the
-    frequency bins of each frame) or a strided conv, a class token (a
-    parameter expanded and concatenated), learned position embeddings, two
-    encoder layers, a head on the class token."""
-
-    def __init__(self, patches: str) -> None:
-        super().__init__()
-        self.patches = patches
-        self.embed = nn.Linear(16, 64) if patches == "linear" else nn.Conv2d(1, 64, 4, stride=4)
-        self.cls = nn.Parameter(torch.randn(1, 1, 64) * 0.5)
-        self.pos = nn.Parameter(torch.randn(1, 17, 64) * 0.5)
-        layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True, norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-        self.norm = nn.LayerNorm(64)
-        self.head = nn.Linear(64, 12)
-
-    def forward(self, x):  # [1, 16, 16]: frames x frequency bins
-        if self.patches == "linear":
-            h = self.embed(x)
-        else:
-            h = self.embed(x.unsqueeze(1)).flatten(2).transpose(1, 2)
-        h = torch.cat([self.cls.expand(x.shape[0], -1, -1), h], 1) + self.pos
-        return self.head(self.norm(self.encoder(h)[:, 0]))
 
 
 @pytest.mark.skipif(not _with_rules(*ENCODER_VIEWS, "aten.expand.default"),
