@@ -26,6 +26,7 @@ which report.txt and report.json get too.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -54,6 +55,37 @@ def _model_sources(out: Path, symbol: str) -> list[Path]:
     return [out / "model_pte.c", out / "model_arenas.c", out / f"{symbol}.cc"]
 
 
+def object_cache_root() -> Path | None:
+    """Where the objects of the runtime, kernels and board support are
+    shared between builds: TORCHMCU_CACHE_DIR, else $XDG_CACHE_HOME/torchmcu
+    or ~/.cache/torchmcu (objects/<board>-<hash of the compiler and flags>/).
+    TORCHMCU_OBJECT_CACHE=0: every build compiles its own, under OUT/fw/obj."""
+    if os.environ.get("TORCHMCU_OBJECT_CACHE", "1") == "0":
+        return None
+    root = os.environ.get("TORCHMCU_CACHE_DIR")
+    if root:
+        return Path(root) / "objects"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "torchmcu" / "objects"
+
+
+def _shared_dir(board: Board, flags: list[list[str]]) -> Path | None:
+    root = object_cache_root()
+    if root is None:
+        return None
+    digest = hashlib.sha256("\0".join([CROSS, *(" ".join(f) for f in flags)]).encode()).hexdigest()[:16]
+    return root / f"{board.name}-{digest}"
+
+
+# A shared object is compiled under a temporary name and renamed into place with
+# its stack-usage, call-graph and dependency files (the object last): builds
+# running at once never read a partial one, and the same flags give the same bytes.
+_SHARED_RULE = ("\t{compiler} {flags} -MMD -MP -MT $@ -MF $@.$$$$.d -c $< -o $@.$$$$.tmp && "
+                "{{ [ ! -f $@.$$$$.su ] || mv -f $@.$$$$.su $(@:.o=.su); }} && "
+                "{{ [ ! -f $@.$$$$.ci ] || mv -f $@.$$$$.ci $(@:.o=.ci); }} && "
+                "mv -f $@.$$$$.d $(@:.o=.d) && mv -f $@.$$$$.tmp $@\n")
+
+
 def _makefile(board: Board, out: Path, opt: str, parts: list[BuildParts], verify: str = "full",
               symbol: str = "model", app: list[Path] | None = None, lib: Path | None = None) -> tuple[str, list[Path]]:
     """The Makefile of a firmware build (or, with `lib`, of the static
@@ -74,8 +106,14 @@ def _makefile(board: Board, out: Path, opt: str, parts: list[BuildParts], verify
     table = next((p.kernel_table for p in parts if p.kernel_table), out / "kernel_table.cc")
     entry = [] if lib else (app or [FIRMWARE / "app" / "main_firmware.cc"])
     board_part = [] if lib else board_sources()
-    sources = [*runtime_sources(), *(s for p in parts for s in p.sources), *entry, *board_part, table,
-               *_model_sources(out, symbol)]
+    # The runtime, the kernels and the board support read no generated header: their objects are
+    # the same for every model built with these flags, and are shared between builds (object_cache_root).
+    common = [s for s in (*runtime_sources(), *(s for p in parts for s in p.sources), *board_part)
+              if s.is_relative_to(REPO)]
+    shared_cxx = [f for f in cxx if f not in inc[2:]]
+    shared_cc = [f for f in cc if f not in inc[2:]]
+    shared = None if lib else _shared_dir(board, [shared_cxx, shared_cc])
+    sources = [*common, *entry, table, *_model_sources(out, symbol)]
     objs = []
     rules = []
     for src in sources:
@@ -83,9 +121,15 @@ def _makefile(board: Board, out: Path, opt: str, parts: list[BuildParts], verify
             rel = Path("app") / f"{app.index(src)}_{src.name}"  # two app files of one name stay apart
         else:
             rel = src.relative_to(REPO) if src.is_relative_to(REPO) else Path("model") / src.name
+        c_like = src.suffix in (".c", ".S", ".s")
+        if shared is not None and src in common:
+            obj = shared / rel.with_suffix(".o")
+            objs.append(obj)
+            compiler, flags = ("$(CC)", "$(SHARED_CFLAGS)") if c_like else ("$(CXX)", "$(SHARED_CXXFLAGS)")
+            rules.append(f"{obj}: {src}\n\t@mkdir -p $(@D)\n" + _SHARED_RULE.format(compiler=compiler, flags=flags))
+            continue
         obj = fw / ("obj-lib" if lib else "obj") / rel.with_suffix(".o")
         objs.append(obj)
-        c_like = src.suffix in (".c", ".S", ".s")
         if src in app:
             compiler, flags = ("$(CC)", "$(APP_CFLAGS)") if c_like else ("$(CXX)", "$(APP_CXXFLAGS)")
         else:
@@ -119,6 +163,9 @@ def _makefile(board: Board, out: Path, opt: str, parts: list[BuildParts], verify
         f"AR := {CROSS}ar",
         f"CFLAGS := {' '.join(cc)}",
         f"CXXFLAGS := {' '.join(cxx)}",
+        *([f"# Shared objects (runtime, kernels, board support): {shared}",
+           f"SHARED_CFLAGS := {' '.join(shared_cc)}", f"SHARED_CXXFLAGS := {' '.join(shared_cxx)}"]
+          if shared is not None else []),
         f"APP_CFLAGS := {' '.join(app_cc)}",
         f"APP_CXXFLAGS := {' '.join(app_cxx)}",
         *foreign_flags,
