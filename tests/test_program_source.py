@@ -79,7 +79,7 @@ def test_model_pte_c_links_the_program_in_its_section(compiled: Path, tmp_path: 
     subprocess.run(["arm-none-eabi-gcc", "-mcpu=cortex-m55", "-mthumb", "-Os", *CFLAGS, "-Werror",
                     f"-I{compiled}", "-c", str(compiled / "model_pte.c"), "-o", str(obj)], check=True)
     symbols = subprocess.run(["arm-none-eabi-nm", "-S", str(obj)], capture_output=True, text=True, check=True).stdout
-    assert re.search(rf"^0+ 0*{len(image):x} R tmcu_model_pte$", symbols, re.M), symbols
+    assert re.search(rf"^0+ 0*{len(image):x} R tmcu_model_pte$", symbols, re.MULTILINE), symbols
     sections = subprocess.run(["arm-none-eabi-readelf", "-SW", str(obj)], capture_output=True, text=True,
                               check=True).stdout
     line = next(ln for ln in sections.splitlines() if " .rodata.tmcu_program " in ln)
