@@ -258,10 +258,21 @@ def reference(out_dir: str | Path, samples: list[list[np.ndarray]], float64: boo
     """PyTorch's outputs for each sample (float inputs), from the exported
     program (for int8 programs: PyTorch's q/dq model). float64: the same
     program with its parameters and inputs in float64."""
+    return _run_exported(_load_exported(out_dir), out_dir, samples, float64)
+
+
+def _load_exported(out_dir: str | Path) -> Any:
     import torch
     import torch.ao.quantization.fx._decomposed  # noqa: F401  the q/dq ops of quantized programs
 
-    ep = torch.export.load(str(Path(out_dir) / "model.pt2"))
+    return torch.export.load(str(Path(out_dir) / "model.pt2"))
+
+
+def _run_exported(ep: Any, out_dir: str | Path, samples: list[list[np.ndarray]], float64: bool) -> list[np.ndarray]:
+    """reference() on a loaded program. float64 converts the parameters the
+    program's module shares with `ep`: run it last on one `ep`."""
+    import torch
+
     module = ep.module()
     dtype = torch.float64 if float64 else torch.float32
     if float64:
@@ -304,9 +315,10 @@ def expected(out_dir: str | Path, samples: list[list[np.ndarray]]) -> tuple[list
                 for o, m in zip(got, meta["outputs"])], None
     tol: dict[str, Any] = dict(meta["float_tolerance"])
     floats = float_samples(meta, samples)
-    ref32 = reference(out_dir, floats)
+    ep = _load_exported(out_dir)  # loaded once (seconds for a CNN), float32 first: float64 converts it
+    ref32 = _run_exported(ep, out_dir, floats, float64=False)
     try:
-        ref64 = reference(out_dir, floats, float64=True)
+        ref64 = _run_exported(ep, out_dir, floats, float64=True)
     except Exception:  # an op with no float64 kernel in PyTorch: PyTorch's float32, no slack
         return ref32, tol
     factor = float(tol.get("pytorch_factor", 0.0))
