@@ -52,7 +52,7 @@ test: setup
 # QEMU with the check at int8 and float32: tests/test_zoo_*.py. Each prints a `zoo:`
 # line of figures (instructions, flash, RAM, SQNR).
 zoo: setup
-	@bash -c 'set -o pipefail; $(PY) -m pytest -q -n auto -m zoo -rA --show-capture=stdout $(PYTEST_ARGS) \
+	@bash -c 'set -o pipefail; $(PY) -m pytest -q -n auto --dist loadgroup -m zoo -rA --show-capture=stdout $(PYTEST_ARGS) \
 		| grep -v -e "^PASSED" -e "^_* *test_zoo" -e "^-* Captured"'; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make zoo: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status

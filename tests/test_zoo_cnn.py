@@ -16,42 +16,26 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+import sys
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
-from conftest import needs_arm_gcc, needs_qemu
+from conftest import REPO, needs_arm_gcc, needs_qemu
 from torchmcu.builder.firmware import build_firmware
 from torchmcu.compiler import compile
 from torchmcu.errors import CompileError
-from torchmcu.frontend.batchnorm import reestimate_batch_norm
-from torchmcu.frontend.compat import import_torchvision
 from torchmcu.frontend.quantize import quantize
 from torchmcu.sim import runner
 
 pytestmark = [pytest.mark.zoo, needs_qemu, needs_arm_gcc]
 
+sys.path.insert(0, str(REPO / "examples"))
+import cnn_zoo  # noqa: E402  the models: examples/cnn_zoo.py
+
 BOARDS = ["mps3-an547", "mps2-an386"]
 QUANTS = ["float32", "int8"]
-NUM_CLASSES = 10  # an MCU-sized head; the feature extractors are torchvision's own
-
-
-def _tv() -> Any:
-    return import_torchvision().models
-
-
-# name: (constructor, input side): inputs [1, 3, side, side], MCU camera sizes. resnet18 and
-# efficientnet_b0 at 64x64: their MACs at 96x96 (334 M, 70 M) make a float run in QEMU minutes long.
-MODELS: dict[str, tuple[Callable[[], torch.nn.Module], int]] = {
-    "mobilenet_v2": (lambda: _tv().mobilenet_v2(width_mult=0.35, num_classes=NUM_CLASSES), 96),
-    "mobilenet_v3_small": (lambda: _tv().mobilenet_v3_small(num_classes=NUM_CLASSES), 96),
-    "shufflenet_v2_x0_5": (lambda: _tv().shufflenet_v2_x0_5(num_classes=NUM_CLASSES), 96),
-    "squeezenet1_1": (lambda: _tv().squeezenet1_1(num_classes=NUM_CLASSES), 96),
-    "mnasnet0_5": (lambda: _tv().mnasnet0_5(num_classes=NUM_CLASSES), 96),
-    "efficientnet_b0": (lambda: _tv().efficientnet_b0(num_classes=NUM_CLASSES), 64),
-    "resnet18": (lambda: _tv().resnet18(num_classes=NUM_CLASSES), 64),
-}
 
 # Programs no memory of the board can hold (float32 weights: resnet18 45 MB, efficientnet_b0 16 MB,
 # beyond the AN386's 4 + 12 MiB): compile refuses them clearly; mps3-an547 (its 2 GiB DDR) runs them.
@@ -59,8 +43,9 @@ DOES_NOT_FIT = {("resnet18", "float32", "mps2-an386"), ("efficientnet_b0", "floa
 
 
 class Zoo:
-    """Each model built once (seeded, BN re-estimated) and quantized once:
-    the boards share the float model and the int8 graph."""
+    """Each model built once (examples/cnn_zoo.py: seeded, BN re-estimated)
+    and quantized once per worker: the boards share the float model and the
+    int8 graph (`make zoo` keeps a model's cases on one worker: xdist_group)."""
 
     def __init__(self) -> None:
         self.models: dict[str, tuple[torch.nn.Module, torch.Tensor]] = {}
@@ -68,10 +53,8 @@ class Zoo:
 
     def model(self, name: str) -> tuple[torch.nn.Module, torch.Tensor]:
         if name not in self.models:
-            make, side = MODELS[name]
-            torch.manual_seed(sum(map(ord, name)))
-            model = reestimate_batch_norm(make(), [torch.randn(8, 3, side, side) for _ in range(2)])
-            self.models[name] = (model, torch.randn(1, 3, side, side))
+            model, (x,) = cnn_zoo.make(name)
+            self.models[name] = (model, x)
         return self.models[name]
 
     def program(self, name: str, quant: str) -> Any:
@@ -96,7 +79,8 @@ def sqnr_db(got: np.ndarray, ref: np.ndarray) -> float:
 
 @pytest.mark.parametrize("board", BOARDS)
 @pytest.mark.parametrize("quant", QUANTS)
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.xdist_group(f"zoo_{m}"))
+                                  for m in sorted(cnn_zoo.MODELS)])
 def test_zoo_model(name: str, quant: str, board: str, zoo: Zoo, tmp_path: Path) -> None:
     model, x = zoo.model(name)
     program = zoo.program(name, quant)
