@@ -2,7 +2,10 @@
 runtime now refuses by their version) converted to the current format (their
 description decoded, the version set, the executable section derived by
 serialize.to_pte; names that were not UTF-8 decoded with replacement), and
-replayed on the host runner (AddressSanitizer + UBSan) with one sample.
+replayed on the host runner (AddressSanitizer + UBSan) with one sample. The
+stored files are version 2; each is brought to the current version when it
+runs (the tree decoded, the version set, the executable section derived
+again): none has an op whose arguments changed layout since.
 
 Each must run without a sanitizer finding. Those whose fault is in the
 program's structure or parameters are refused when the method loads, as
@@ -19,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from torchmcu.program import schema
+from torchmcu.program import schema, serialize
 from torchmcu.sim.runner import io_blob
 
 FINDINGS = sorted((Path(__file__).parent / "fuzz_regressions" / "v2").glob("*.pte"))
@@ -38,13 +41,22 @@ def one_sample(pte: bytes) -> list[np.ndarray]:
     return out
 
 
+def current_version(pte: bytes) -> bytes:
+    """A stored program at the version the runtime reads now."""
+    tree = schema.decode(pte)
+    segment = pte[tree["constant_offset"]:]
+    tree = {k: v for k, v in tree.items() if k not in ("exec", "constant_offset")}
+    return serialize.to_pte(dict(tree, version=serialize.PROGRAM_VERSION), segment)
+
+
 @pytest.mark.parametrize("program", FINDINGS, ids=[p.stem for p in FINDINGS])
 def test_converted_finding_runs_clean(program: Path, host_runner: Path, tmp_path: Path) -> None:
-    pte = program.read_bytes()
+    pte = current_version(program.read_bytes())
+    (tmp_path / program.name).write_bytes(pte)
     io = tmp_path / "io.bin"
     io.write_bytes(io_blob([one_sample(pte)]))
-    proc = subprocess.run([str(host_runner), str(program), str(io)], capture_output=True, text=True, timeout=60,
-                          check=False)
+    proc = subprocess.run([str(host_runner), str(tmp_path / program.name), str(io)], capture_output=True, text=True,
+                          timeout=60, check=False)
     assert "AddressSanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr[-2000:]
     if program.stem in RUNS_CLEANLY:
         assert proc.returncode == 0 and "tmcu: done status=0 samples=1" in proc.stdout, proc.stdout[-500:]

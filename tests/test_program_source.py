@@ -89,3 +89,19 @@ def test_model_pte_c_links_the_program_in_its_section(compiled: Path, tmp_path: 
                     str(dumped)], check=True)
     assert dumped.read_bytes() == image
     assert f"TMCU_MODEL_PTE_SIZE {len(image)}u" in (compiled / "model_pte.h").read_text()
+
+
+def test_model_pte_c_compiles_as_cpp_too(compiled: Path, tmp_path: Path) -> None:
+    """A user's C++ build may compile model_pte.c as C++ (which wants room
+    for the string's NUL): the array is then one byte longer, the program's
+    bytes and its size variable the same."""
+    cxx = shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    image = serialize.device_image((compiled / "model.pte").read_bytes())
+    main = tmp_path / "main.cc"
+    main.write_text('#include "model_pte.h"\n#include <cstdio>\n'
+                    "int main() { std::fwrite(tmcu_model_pte, 1, tmcu_model_pte_size, stdout); return 0; }\n")
+    subprocess.run([cxx, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{compiled}", "-x", "c++",
+                    str(compiled / "model_pte.c"), "-x", "none", str(main), "-o", str(tmp_path / "dump")], check=True)
+    assert subprocess.run([str(tmp_path / "dump")], capture_output=True, check=True).stdout == image

@@ -322,8 +322,8 @@ class ElementwiseOps(ExporterBase):
             raise ExportError(f"{self.p.describe(index)}: no TFLite Micro operator computes activation {p['fn']}")
         self.w.add_op(opcode, [ins[0]], [out])
     def op_lut_s16(self, index, op, p, ins, out):
-        raise ExportError(f"{self.p.describe(index)}: an int16 table: TFLite's int16 activations use their own "
-                          "fixed-point arithmetic, not this interpolated table")
+        raise ExportError(f"{self.p.describe(index)}: an interpolated int16 table has no TFLite counterpart "
+                          "(TFLite's int16 activations use their own fixed-point arithmetic)")
     def _glu(self, index, op, p, ins, out, quant: bool):
         P = self.p
         xt = op["inputs"][0]
