@@ -246,3 +246,34 @@ def test_qat_model_compiles_as_it_is(tmp_path: Path, host_runner) -> None:
     assert runner.compare(res.outputs, expected, tol)[0] is None
     with torch.no_grad():  # the firmware computes what the QAT model computes, within an LSB
         assert max(runner.lsb_error(tmp_path, res.outputs, samples)) <= 2
+
+
+def test_convert_folds_conv_bn_only_where_a_conv_feeds_a_batch_norm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """convert_pt2e's conv-bn folding traces 96 patterns whenever the graph
+    has a batch norm; quantize skips it where no convolution feeds one (a
+    lone BatchNorm1d), and still runs it where one does (QAT's conv-bn)."""
+    from torchao.quantization.pt2e import quantize_pt2e
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
+    from torchmcu.frontend import quantize as q
+
+    calls = []
+
+    def counted(m):  # the folding itself (2 minutes of pattern tracing) is torchao's; here, whether it runs
+        calls.append(1)
+        return m
+
+    monkeypatch.setattr(quantize_pt2e, "_fold_conv_bn_qat", counted)
+    torch.manual_seed(0)
+    lone = nn.Sequential(nn.Tanh(), nn.BatchNorm1d(6)).eval()
+    x = torch.randn(3, 6)
+    qm = q.quantize(lone, (x,), [(torch.randn(3, 6),) for _ in range(4)], progress=False)
+    assert calls == [] and quantize_pt2e._fold_conv_bn_qat is counted  # skipped, and put back afterwards
+    with torch.no_grad():
+        assert torch.allclose(qm(x), lone(x), atol=0.1)
+    conv_bn = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).train()
+    gm = torch.export.export(conv_bn, (torch.randn(2, 3, 8, 8),)).module()
+    prepared = prepare_qat_pt2e(gm, q._make_quantizer_class()(weights="int8", activations="int8", precision=None))
+    prepared(torch.randn(2, 3, 8, 8))
+    assert q._conv_feeds_batch_norm(prepared)
+    q.convert(prepared)
+    assert calls == [1]

@@ -380,7 +380,7 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     """PTQ with torchao's prepare_pt2e / convert_pt2e: the q/dq model, which is
     also PyTorch's own reference for the quantized numerics."""
     _quiet_torchao()
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
     from .capture import check_inputs, export, to_eval
 
@@ -399,7 +399,48 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
                 _progress(i, len(samples), t0)
     if has_recurrent:
         recurrent.snap_observers(prepared)
-    return convert_pt2e(prepared)
+    return convert(prepared)
+
+
+_CONVS = ("conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "convolution")
+
+
+def _conv_feeds_batch_norm(gm: torch.fx.GraphModule) -> bool:
+    """Whether a batch norm of `gm` takes a convolution's output, through
+    observers, quantize / dequantize nodes and QAT's rescaling arithmetic:
+    the conv-bn pattern convert_pt2e folds."""
+    passes = ("quantize", "div", "add", "mul", "sub", "reshape", "view")
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or "batch_norm" not in str(n.target):
+            continue
+        todo, seen = [n.args[0]] if n.args else [], set()
+        while todo:
+            x = todo.pop()
+            if not isinstance(x, torch.fx.Node) or x in seen:
+                continue
+            seen.add(x)
+            if x.op == "call_function" and any(c in str(x.target) for c in _CONVS):
+                return True
+            if x.op == "call_module" or (x.op == "call_function" and any(s in str(x.target) for s in passes)):
+                todo.extend(a for a in x.args if isinstance(a, torch.fx.Node))
+    return False
+
+
+def convert(prepared: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """convert_pt2e. Where no batch norm follows a convolution (a lone
+    BatchNorm1d, a BN after a linear layer), its conv-bn folding is skipped:
+    with a batch norm in the graph it otherwise traces 96 patterns
+    (about 2 minutes) to find none."""
+    from torchao.quantization.pt2e import quantize_pt2e
+
+    if _conv_feeds_batch_norm(prepared):
+        return quantize_pt2e.convert_pt2e(prepared)
+    fold = quantize_pt2e._fold_conv_bn_qat
+    quantize_pt2e._fold_conv_bn_qat = lambda m: m
+    try:
+        return quantize_pt2e.convert_pt2e(prepared)
+    finally:
+        quantize_pt2e._fold_conv_bn_qat = fold
 
 
 def is_quantized(model: Any) -> bool:
