@@ -1,4 +1,5 @@
-"""The program schema: one `.fbs` file, read here, serving three uses.
+"""The program schema: program.fbs and the kernel arguments it includes
+(kernel_args.fbs), read here, serving three uses.
 
 - `encode` writes a program (a tree of dicts and lists) as a flatbuffer;
 - `decode` reads one back into the same tree (for `inspect` and tests);
@@ -201,10 +202,21 @@ def parse(text: str) -> Schema:
 _SCHEMA: Schema | None = None
 
 
+def schema_text(path: Path = SCHEMA_PATH) -> str:
+    """The schema with its `include "x.fbs";` files (beside it) read in:
+    each included file's declarations follow the including file's, its
+    namespace line dropped (flatc's includes share the namespace)."""
+    text = path.read_text()
+    tail = []
+    for name in re.findall(r'^include "([^"]+)";\s*$', text, flags=re.M):
+        tail.append(re.sub(r"^namespace [\w.]+;\s*$", "", schema_text(path.with_name(name)), flags=re.M))
+    return re.sub(r'^include "[^"]+";\s*$', "", text, flags=re.M) + "\n" + "\n".join(tail)
+
+
 def load() -> Schema:
     global _SCHEMA
     if _SCHEMA is None:
-        _SCHEMA = parse(SCHEMA_PATH.read_text())
+        _SCHEMA = parse(schema_text())
     return _SCHEMA
 
 
