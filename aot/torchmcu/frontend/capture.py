@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import CompileError, TorchMCUError
+from .user_code import location, one_line, raised_by_user, user_error
 
 aten = torch.ops.aten
 
@@ -93,13 +94,23 @@ def load_entry(spec: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     assert spec_obj is not None and spec_obj.loader is not None
     module = importlib.util.module_from_spec(spec_obj)
     sys.modules[mod_name] = module
-    spec_obj.loader.exec_module(module)
+    try:
+        spec_obj.loader.exec_module(module)
+    except Exception as e:  # their file: told as theirs, at their line
+        raise user_error(f"importing {path.name}", e) from e
     fn: Callable[[], Any] | None = getattr(module, func_name, None)
     if fn is None:
         raise TorchMCUError(f"{path} has no function {func_name!r}")
-    result = fn()
+    if not callable(fn):
+        raise TorchMCUError(f"{path}: {func_name!r} is a {type(fn).__name__}, not a function")
+    try:
+        result = fn()
+    except Exception as e:
+        raise user_error(f"your {func_name}() in {path.name}", e) from e
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module)):
-        raise TorchMCUError(f"{spec} must return (nn.Module, example_inputs)")
+        got = type(result).__name__ if not isinstance(result, tuple) else \
+            f"a tuple of {len(result)} ({', '.join(type(r).__name__ for r in result)})"
+        raise TorchMCUError(f"{spec} must return (nn.Module, example_inputs); it returned {got}")
     model, example = result
     if isinstance(example, torch.Tensor):
         example = (example,)
@@ -237,9 +248,42 @@ def export(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> torch.exp
         with warnings.catch_warnings():  # torch's notes about its own internals, nothing the user can act on
             warnings.simplefilter("ignore", FutureWarning)
             warnings.simplefilter("ignore", DeprecationWarning)
-            return ep.run_decompositions(DECOMPOSITIONS)
+            ep = ep.run_decompositions(DECOMPOSITIONS)
     except Exception as e:  # torch raises many types; give the user one clear message
-        raise CompileError(f"torch.export could not capture the model: {type(e).__name__}: {e}") from e
+        if raised_by_user(e):  # their forward raised it, not torch.export refusing something
+            raise user_error(f"your model's forward ({type(model).__name__}.forward)", e) from e
+        where = location(e)
+        raise CompileError(f"torch.export could not capture the model: {type(e).__name__}: {one_line(str(e))}"
+                           + (f" (at {where})" if where else "")) from e
+    check_outputs(ep)
+    return ep
+
+
+class _Leaf:
+    """An output leaf shown by its kind in an error: Tensor, None, int 3."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def check_outputs(ep: torch.export.ExportedProgram) -> None:
+    """The forward returns tensors only: a tensor, or a tuple / list / dict
+    of tensors (nested ones flattened in order, as the program's outputs)."""
+    outs = list(ep.graph.output_node().args[0])
+    bad = [k for k, o in enumerate(outs) if not isinstance(o, torch.fx.Node)]
+    if not bad:
+        return
+    leaves = [_Leaf("Tensor" if isinstance(o, torch.fx.Node) else
+                    ("None" if o is None else f"{type(o).__name__} {o!r}")) for o in outs]
+    try:
+        shown = repr(torch.utils._pytree.tree_unflatten(leaves, ep.call_spec.out_spec))
+    except Exception:  # an unusual output spec: the flat list says as much
+        shown = repr(leaves)
+    raise TorchMCUError(f"the model's forward returns {shown}: output {bad[0]} is {leaves[bad[0]]!r}, not a tensor; "
+                        "torchmcu compiles a forward that returns a tensor, or a tuple / list (or dict) of tensors")
 
 
 def capture(model: torch.nn.Module, example_inputs: tuple[Any, ...],
