@@ -23,6 +23,8 @@ import numpy as np
 from . import __version__
 from .backends import all_backends
 from .builder import kernel_table
+from .cli_errors import (check_calibration, firmware_failure, guarded, read_arrays, require_build_dir, run_epilog,
+                         run_status)
 from .errors import TorchMCUError
 from .sim import RUNNERS
 
@@ -48,11 +50,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from .frontend.capture import load_entry
 
     t0 = time.monotonic()
+    calibration = read_arrays(args.calibration, "--calibration") if args.calibration else None
     _progress(f"loading {args.model}")
     model, example = load_entry(args.model)
-    calibration = None
-    if args.calibration:
-        calibration = dict(np.load(args.calibration))
+    if calibration is not None:
+        calibration = check_calibration(args.calibration, calibration, model, example)
     _progress(f"compiling for {args.board} ({args.quant})")
     c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration, io=args.io,
                 budgets=_pairs(args.budget, "--budget", _bytes), pins=_pairs(args.pin, "--pin", str),
@@ -75,6 +77,8 @@ def _precision(items: list[str]) -> dict[str, str] | int:
         return _bytes(items[0][5:])  # type: ignore[return-value]
     for item in items:
         if item.startswith("@"):
+            if not Path(item[1:]).is_file():
+                raise TorchMCUError(f"--precision {item}: no such file {item[1:]!r}")
             lines = Path(item[1:]).read_text().splitlines()
             flat += [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
         else:
@@ -108,6 +112,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from .builder.firmware import build_firmware, build_library, kernel_set, linked_lines
     from .builder.size import elf_size
 
+    require_build_dir(args.dir)
     stack = None if args.stack is None else _bytes(args.stack)
     if args.lib:
         if args.app:
@@ -137,15 +142,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def _load_inputs(paths: list[str], out_dir: str) -> list[np.ndarray]:
     if not paths:
-        with np.load(Path(out_dir) / "example_inputs.npz") as z:
-            return [z[k] for k in z.files]
-    arrays = []
+        return list(read_arrays(str(Path(out_dir) / "example_inputs.npz"), "the example inputs").values())
+    arrays: list[np.ndarray] = []
     for p in paths:
-        if p.endswith(".npz"):
-            with np.load(p) as z:
-                arrays += [z[k] for k in z.files]
-        else:
-            arrays.append(np.load(p))
+        arrays += read_arrays(p, "--input").values()
     return arrays
 
 
@@ -186,6 +186,7 @@ def _is_app_build(out_dir: str) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     from .sim import runner
 
+    require_build_dir(args.dir)
     if _is_app_build(args.dir) and not args.device:
         if args.input or args.check or args.profile:
             raise TorchMCUError(f"{args.dir}/firmware.elf runs your own main (built with --app): it takes no "
@@ -235,7 +236,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         result["ticks_per_sample"] = res.sample_ticks
     status = res.exit_code
     if status != 0:
-        print(f"torchmcu: firmware exited with status {status}\n{res.raw[-2000:]}", file=sys.stderr)
+        print(firmware_failure(status, res.raw), file=sys.stderr)
+        if not args.json:  # no outputs to show (--json still gives the result, its exit_code the firmware's)
+            return run_status(status)
+        status = run_status(status)
     if args.check and status == 0:
         samples = runner.split_samples(meta, inputs)
         expected, tol = runner.expected(args.dir, samples)
@@ -290,9 +294,29 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    import struct
+
+    from .frontend.user_code import one_line
+    from .program import schema
     from .program.inspect import describe
 
-    print(describe(Path(args.program).read_bytes(), values=args.values))
+    path = Path(args.program)
+    if path.is_dir() and (path / "model.pte").is_file():  # a build directory: its program
+        path = path / "model.pte"
+    if not path.is_file():
+        raise TorchMCUError(f"{args.program}: no such file" + (" (a directory without model.pte)" if path.is_dir()
+                                                               else "") + "; pass a model.pte")
+    buf = path.read_bytes()
+    ident = schema.load().identifier.encode()
+    if len(buf) < 8 or buf[4:8] != ident:
+        raise TorchMCUError(f"{path} is not a torchmcu program (no {ident.decode()!r} identifier at byte 4): pass a "
+                            "model.pte written by `torchmcu compile`")
+    try:
+        text = describe(buf, values=args.values)
+    except (ValueError, IndexError, KeyError, struct.error, UnicodeDecodeError) as e:
+        raise TorchMCUError(f"{path} is a corrupted torchmcu program ({type(e).__name__}: {one_line(str(e))})") \
+            from None
+    print(text)
     return 0
 
 
@@ -487,7 +511,8 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("-v", "--verbose", action="store_true", help="show the compiler commands")
     b.set_defaults(fn=cmd_build)
 
-    r = sub.add_parser("run", help="run a compiled model in a simulator or on the host")
+    r = sub.add_parser("run", help="run a compiled model in a simulator or on the host", epilog=run_epilog(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("dir")
     r.add_argument("--sim", default="qemu", choices=sorted(RUNNERS),
                    help="qemu (default), host (the runtime built for this machine), fvp: the board's Arm "
@@ -548,13 +573,9 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
-    try:
-        return int(args.fn(args))
-    except TorchMCUError as e:
-        print(f"torchmcu: error: {e}", file=sys.stderr)
-        return 2
-
+    """The command; every failure is one line on stderr and an exit status
+    (run's --help lists them): never a traceback unless TORCHMCU_TRACEBACK=1."""
+    return guarded(lambda: int((args := make_parser().parse_args(argv)).fn(args)))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,14 +9,15 @@ TORCHMCU_TRACEBACK=1 makes the command line re-raise, for the whole traceback.
 
 from __future__ import annotations
 
+import os
 import sysconfig
 import traceback
 from pathlib import Path
 
 from ..errors import TorchMCUError
 
-_PACKAGE = str(Path(__file__).resolve().parents[1])  # torchmcu itself
-_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve())
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep  # torchmcu itself
+_STDLIB = str(Path(sysconfig.get_paths()["stdlib"]).resolve()) + os.sep
 _MAX_CHARS = 300
 
 
@@ -30,7 +31,7 @@ class UserCodeError(TorchMCUError):
 
 def _library(filename: str) -> bool:
     f = str(Path(filename).resolve()) if not filename.startswith("<") else filename
-    return (filename.startswith("<") or f.startswith(_PACKAGE) or f.startswith(_STDLIB)
+    return (filename.startswith("<") or f.startswith((_PACKAGE, _STDLIB))
             or "site-packages" in f or "dist-packages" in f or "/torch/" in f)
 
 
