@@ -314,8 +314,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     try:
         text = describe(buf, values=args.values)
     except (ValueError, IndexError, KeyError, struct.error, UnicodeDecodeError) as e:
-        raise TorchMCUError(f"{path} is a corrupted torchmcu program ({type(e).__name__}: {one_line(str(e))})") \
-            from None
+        kind = "truncated or out of bounds" if isinstance(e, struct.error) else type(e).__name__
+        raise TorchMCUError(f"{path} is a corrupted torchmcu program ({kind}: {one_line(str(e))})") from None
     print(text)
     return 0
 
