@@ -225,11 +225,13 @@ def test_bad_input_files(capsys, work: Path, compiled: Path) -> None:
     assert "the model takes 1 input(s), got 2" in line
 
 
-@pytest.mark.parametrize("command", ["run", "build"])
-def test_run_and_build_refuse_what_is_not_a_build_directory(capsys, work: Path, command: str) -> None:
-    assert "does not exist" in error_line(capsys, [command, str(work / "nowhere")])
-    assert "is not a compiled model (no model.json)" in error_line(capsys, [command, str(work / "not_a_build")])
-    assert "is a file, not a build directory" in error_line(capsys, [command, str(work / "model.py")])
+@pytest.mark.parametrize("command", [["run"], ["build"], ["kernel-table", "-o", "kernel_table.cc"]])
+def test_run_and_build_refuse_what_is_not_a_build_directory(capsys, work: Path, command: list[str]) -> None:
+    def argv(d: str) -> list[str]:
+        return [command[0], str(work / d), *command[1:]]
+    assert "does not exist" in error_line(capsys, argv("nowhere"))
+    assert "is not a compiled model (no model.json)" in error_line(capsys, argv("not_a_build"))
+    assert "is a file, not a build directory" in error_line(capsys, argv("model.py"))
 
 
 def test_inspect_refuses_what_is_not_a_program(capsys, work: Path, compiled: Path) -> None:

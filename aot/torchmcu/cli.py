@@ -417,7 +417,8 @@ def cmd_boards(args: argparse.Namespace) -> int:
 
 
 def cmd_kernel_table(args: argparse.Namespace) -> int:
-
+    for d in args.dirs:
+        require_build_dir(d)
     text, codes = kernel_table.shared_kernel_table(args.dirs, args.kernels)
     Path(args.output).write_text(text)
     print(f"wrote {args.output}: {len(codes)} kernels ({', '.join(codes)}) for {len(args.dirs)} models")
