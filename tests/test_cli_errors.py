@@ -262,7 +262,8 @@ def test_missing_simulators_name_the_variable_to_set(capsys, monkeypatch, work: 
 
 
 def test_an_unwritable_output_is_one_line(capsys, work: Path) -> None:
-    line = error_line(capsys, ["compile", f"{work}/model.py:make", "--board", BOARD, "-o", str(work / "model.py" / "o")])
+    line = error_line(capsys, ["compile", f"{work}/model.py:make", "--board", BOARD,
+                               "-o", str(work / "model.py" / "o")])
     assert "model.py" in line
 
 

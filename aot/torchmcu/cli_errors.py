@@ -90,9 +90,11 @@ def require_build_dir(out_dir: str) -> None:
     """A directory `torchmcu compile` wrote, or one line saying what it is instead."""
     d = Path(out_dir)
     if not d.exists():
-        raise TorchMCUError(f"{out_dir} does not exist: pass a build directory written by `torchmcu compile ... -o DIR`")
+        raise TorchMCUError(f"{out_dir} does not exist: pass a build directory written by "
+                            "`torchmcu compile ... -o DIR`")
     if not d.is_dir():
-        raise TorchMCUError(f"{out_dir} is a file, not a build directory (one written by `torchmcu compile ... -o DIR`)")
+        raise TorchMCUError(f"{out_dir} is a file, not a build directory (one written by "
+                            "`torchmcu compile ... -o DIR`)")
     if not (d / "model.json").is_file():
         raise TorchMCUError(f"{out_dir} is not a compiled model (no model.json); run `torchmcu compile ... -o "
                             f"{out_dir}` first")

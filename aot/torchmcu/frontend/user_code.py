@@ -78,5 +78,6 @@ def user_error(what: str, exc: BaseException) -> UserCodeError:
     """`what` (e.g. "your make() in model.py") raised `exc`: one line."""
     where = location(exc)
     text = one_line(str(exc))
-    message = f"{what} raised {type(exc).__name__}" + (f": {text}" if text else "") + (f" (at {where})" if where else "")
+    message = f"{what} raised {type(exc).__name__}" + (f": {text}" if text else "")
+    message += f" (at {where})" if where else ""
     return UserCodeError(message, where, exc)
