@@ -7,6 +7,7 @@ model's C API (NAME.h, NAME.cc: torchmcu.program.c_api), kernel_table.cc,
 kernels.txt (selective build), memory_plan.json, report.json + report.txt
 (torchmcu.report), model.json (what `build` and `run` need), and the
 exported program (model.pt2) that `run --check` takes as the reference.
+OUT is replaced whole, under a lock (torchmcu.outdir.replacing).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .builder.kernel_table import kernel_table_source
 from .errors import CompileError
 from .frontend.capture import capture, check_inputs, from_exported, to_eval
 from .ir import PGraph
+from .outdir import replacing
 from .passes import IO_LAYOUTS, io_perm, lower, to_program_graph
 from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, make_state, plan
 from .program import serialize
@@ -165,7 +167,11 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None,
             io_layout: str = "nchw", stack: int | None = None,
             state: int | list[tuple[int, int]] | None = None) -> Compiled:
-    """Compile `model` for `board` into `out_dir` (created).
+    """Compile `model` for `board` into `out_dir`: written into a temporary
+    sibling directory that then replaces `out_dir` whole (whatever an earlier
+    compile or build left there is gone; on an error or Ctrl-C `out_dir`
+    stays as it was). A second compile into `out_dir` while one runs is
+    refused; so is a non-empty `out_dir` that torchmcu did not write.
 
     model: an nn.Module, or a torch.export.ExportedProgram (example_inputs
     None: the ones it was exported with).
@@ -226,8 +232,23 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         raise CompileError("precision overrides need a quantized scheme (quant='int8', 'int4' or 'a16w8')")
     if io not in ("float", "int8") or (io == "int8" and quant not in ("int8", "int4")):
         raise CompileError(f"io={io!r}: inputs and outputs are 'float', or 'int8' for an int8 program")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    # Written whole into a temporary sibling that then replaces out_dir: a failed or interrupted compile leaves
+    # the previous directory as it was, and a new one keeps nothing of it (no firmware.elf of another program).
+    with replacing(out_dir) as work:
+        compiled = _compile_into(work, model, example_inputs, board, quant=quant, calibration=calibration,
+                                 progress=progress, io=io, budgets=budgets, pins=pins, inplace=inplace,
+                                 copy_hot_weights=copy_hot_weights, tile=tile, symbol=symbol, precision=precision,
+                                 backend_names=backend_names, io_layout=io_layout, stack=stack, state=state)
+    compiled.out_dir = Path(out_dir)
+    return compiled
+
+
+def _compile_into(out: Path, model: Any, example_inputs: Any, board: Board, quant: str, calibration: Any,
+                  progress: bool, io: str, budgets: dict[str, int] | None, pins: dict[str, str] | None,
+                  inplace: bool, copy_hot_weights: bool, tile: bool, symbol: str,
+                  precision: dict[str, str] | int | None, backend_names: list[str] | None, io_layout: str,
+                  stack: int | None, state: Any) -> Compiled:
+    """compile() once its arguments are checked: every file into `out`, an empty directory."""
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)  # one input
     example_inputs = tuple(example_inputs)
