@@ -23,9 +23,9 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from .errors import TorchMCUError
 
