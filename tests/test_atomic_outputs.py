@@ -238,6 +238,21 @@ def test_refuses_directories_it_would_destroy(tmp_path: Path, monkeypatch: pytes
         _compile(2, tmp_path / "file")
 
 
+def test_a_held_directory_is_not_replaced(tmp_path: Path) -> None:
+    """outdir.holding: what a step reading and writing a compiled directory
+    (a firmware build) takes, so that no compile swaps it halfway."""
+    out = tmp_path / "model"
+    _compile(2, out)
+    before = _files(out)
+    with outdir.holding(out):
+        with pytest.raises(TorchMCUError, match=f"pid {os.getpid()}"):
+            _compile(5, out)
+        assert _files(out) == before
+    assert _beside(out) == []
+    _compile(5, out)
+    assert _outputs(out) == [[1, 5]]
+
+
 # ---------------------------------------------------------------------------------------------
 # Caches outside the source tree
 

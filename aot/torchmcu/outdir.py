@@ -8,7 +8,8 @@ was; one that succeeds leaves nothing of it, so that no firmware.elf or
 size.json of an earlier program survives beside a new one as if it matched.
 A lock beside OUT (`.OUT.lock`, flock: the kernel releases it when the
 process ends, however it ends) refuses a second compile into OUT while one
-runs; the next compile removes what a killed one left.
+runs; the next compile removes what a killed one left. `holding(OUT)` takes
+the same lock without replacing OUT, for a step that reads and adds to it.
 
 `cache_root()`: what is built once and reused (the host runner, the fuzzer
 and its corpus) goes to $TORCHMCU_CACHE_DIR, else $XDG_CACHE_HOME/torchmcu or
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from .errors import TorchMCUError
 
-__all__ = ["CACHE_ENV", "cache_root", "replacing"]
+__all__ = ["CACHE_ENV", "cache_root", "holding", "replacing"]
 
 CACHE_ENV = "TORCHMCU_CACHE_DIR"
 # A directory holding one of these was written by torchmcu: compile may replace it. Any other
@@ -181,5 +182,22 @@ def replacing(out_dir: str | Path) -> Iterator[Path]:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+    finally:
+        _unlock(fd, lock)
+
+
+@contextmanager
+def holding(out_dir: str | Path) -> Iterator[Path]:
+    """Hold `out_dir`'s lock without replacing it: for a step that reads a
+    compiled directory and writes into it (a firmware build), so that no
+    compile swaps the directory under it halfway. Raises TorchMCUError
+    while a compile (or another holder) has it."""
+    shown = Path(out_dir)
+    real = Path(os.path.realpath(shown))
+    if not real.is_dir():
+        raise TorchMCUError(f"{shown} is not a directory")
+    fd, lock = _lock(real, shown)
+    try:
+        yield shown
     finally:
         _unlock(fd, lock)
