@@ -7,6 +7,7 @@ model's C API (NAME.h, NAME.cc: torchmcu.program.c_api), kernel_table.cc,
 kernels.txt (selective build), memory_plan.json, report.json + report.txt
 (torchmcu.report), model.json (what `build` and `run` need), and the
 exported program (model.pt2) that `run --check` takes as the reference.
+OUT is replaced whole, under a lock (torchmcu.outdir.replacing).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .builder.kernel_table import kernel_table_source
 from .errors import CompileError
 from .frontend.capture import capture, check_inputs, from_exported, to_eval
 from .ir import PGraph
+from .outdir import replacing
 from .passes import IO_LAYOUTS, io_perm, lower, to_program_graph
 from .plan import Plan, PlanOptions, RegionSpec, copy_hot_weights, make_state, plan
 from .program import serialize
@@ -165,7 +167,11 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None,
             io_layout: str = "nchw", stack: int | None = None,
             state: int | list[tuple[int, int]] | None = None) -> Compiled:
-    """Compile `model` for `board` into `out_dir` (created).
+    """Compile `model` for `board` into `out_dir`: written into a temporary
+    sibling directory that then replaces `out_dir` whole (whatever an earlier
+    compile or build left there is gone; on an error or Ctrl-C `out_dir`
+    stays as it was). A second compile into `out_dir` while one runs is
+    refused; so is a non-empty `out_dir` that torchmcu did not write.
 
     model: an nn.Module, or a torch.export.ExportedProgram (example_inputs
     None: the ones it was exported with).
@@ -226,144 +232,147 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         raise CompileError("precision overrides need a quantized scheme (quant='int8', 'int4' or 'a16w8')")
     if io not in ("float", "int8") or (io == "int8" and quant not in ("int8", "int4")):
         raise CompileError(f"io={io!r}: inputs and outputs are 'float', or 'int8' for an int8 program")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if not isinstance(example_inputs, (tuple, list)):
-        example_inputs = (example_inputs,)  # one input
-    example_inputs = tuple(example_inputs)
-    check_inputs(example_inputs)  # before quantization: the same error at every precision
-    user_model = model  # its submodules name the nodes in errors
-    model = to_eval(model)
-    if len({id(x) for x in example_inputs}) < len(example_inputs):  # one tensor twice (h and c = zeros):
-        example_inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in example_inputs)  # export
-        # would make them one input
+    # Written whole into a temporary sibling that then replaces out_dir: a failed or interrupted compile leaves
+    # the previous directory as it was, and a new one keeps nothing of it (no firmware.elf of another program).
+    with replacing(out_dir) as out:
+        if not isinstance(example_inputs, (tuple, list)):
+            example_inputs = (example_inputs,)  # one input
+        example_inputs = tuple(example_inputs)
+        check_inputs(example_inputs)  # before quantization: the same error at every precision
+        user_model = model  # its submodules name the nodes in errors
+        model = to_eval(model)
+        if len({id(x) for x in example_inputs}) < len(example_inputs):  # one tensor twice (h and c = zeros):
+            example_inputs = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in example_inputs)  # export
+            # would make them one input
 
-    chosen = None  # precision.PrecisionPlan, when precision is a budget
-    if quant in ("int8", "int4", "a16w8"):
-        from .frontend.quantize import is_quantized, quantize
+        chosen = None  # precision.PrecisionPlan, when precision is a budget
+        if quant in ("int8", "int4", "a16w8"):
+            from .frontend.quantize import is_quantized, quantize
 
-        if isinstance(precision, int) and not isinstance(precision, bool) and not is_quantized(model):
-            from .frontend.precision import choose_precision
+            if isinstance(precision, int) and not isinstance(precision, bool) and not is_quantized(model):
+                from .frontend.precision import choose_precision
 
-            chosen = choose_precision(model, example_inputs, calibration, precision)
-            precision = {k: v for k, v in chosen.precision.items() if v != "int8"}
-        if not is_quantized(model):  # else: quantized by the user (QAT), taken as it is
-            model = quantize(model, example_inputs, calibration, progress=progress,
-                             weights="int8" if quant == "a16w8" else quant,
-                             activations="int16" if quant == "a16w8" else "int8", precision=precision)
-    ep = capture(model, example_inputs, modules=user_model)
-    pairs = state_pairs(state, len(example_inputs), len(ep.graph_signature.user_outputs))
-    graph = lower(ep, io, pairs)
-    active = backends.select(board, backend_names)
-    pg = to_program_graph(graph, scratch=lambda *op: max(b.scratch_bytes(*op) for b in active), io_layout=io_layout)
-    make_state(pg, pairs)
-    if quant in ("int8", "int4", "a16w8"):
-        _warn_fallbacks(pg)
-    ctx = CompileContext(board, example_inputs, calibration)
-    sections = {}
-    for b in active:  # in priority order: a delegate takes its partitions before the kernel libraries
-        partitioning = b.partition(pg, ctx)
-        if partitioning is not None:
-            b.lower(pg, partitioning, ctx)
-        section = b.report(partitioning, ctx)
-        if section is not None:
-            sections[b] = section
-    _check_kernels(pg, active)
-    present = {op.code for op in pg.ops}
-    # Where a delegate's calls must find their operands (an NPU reaches some memories only).
-    reach = {b.delegate_code: m for b in active if b.delegate_code in present
-             and (m := b.operand_memories(board)) is not None}
-    regions = arena_regions(board, budgets, stack)
-    mem = plan(pg, regions, PlanOptions(budgets=dict(budgets or {}), pins=dict(pins or {}), inplace=inplace,
-                                        tile=tile, operand_memories=reach))
-    for b in active:
-        b.check_plan(pg, mem)
-    arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]
-    prog, segment = serialize.program_dict(pg, mem, arenas)
-    pte = serialize.to_pte(prog, segment)
-    # What the device links (tool-only fields dropped): a delegate's calls keep a copy of their partitions' ops
-    # for tools. Its blobs are read in place: the program must lie where the delegate reaches.
-    device_bytes = len(serialize.device_image(pte))
-    program_reach = tuple(m.name for m in board.memories if all(m.name in r for r in reach.values())) if reach else None
-    program_memory = choose_program_memory(board, device_bytes, meta_quant(pg), reach=program_reach)
-    hot_note = None
-    if copy_hot_weights:
-        speed = board.memory(program_memory).speed
-        if not any(r.speed < speed for r in mem.regions):
-            hot_note = (f"nothing copied: the program's memory {program_memory} is as fast as the RAM "
-                        f"the plan uses ({', '.join(r.name for r in mem.regions)})")
-        elif copy_hot_weights_into(pg, mem, speed):
-            arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]
-            prog, segment = serialize.program_dict(pg, mem, arenas)
-            pte = serialize.to_pte(prog, segment)
-    (out / "model.pte").write_bytes(pte)
-    h, c = serialize.model_pte_sources(pte, symbol)
-    (out / "model_pte.h").write_text(h)
-    (out / "model_pte.c").write_text(c)
-    h, c = serialize.model_arena_sources(arenas, symbol)
-    (out / "model_arenas.h").write_text(h)
-    (out / "model_arenas.c").write_text(c)
-    inputs = [_io_tensor(tuple(x.shape), pg.tensors[t].name, pg.tensors[t], io_layout)
-              for x, t in zip(without(example_inputs, [i for i, _ in pairs]), pg.inputs)]
-    device_bytes = len(serialize.device_image(pte))  # again: hot weights may have changed the program
-    with torch.no_grad():
-        ref = ep.module()(*example_inputs)
-    refs = torch.utils._pytree.tree_leaves(ref)  # outputs in the program's order (nested tuples flattened)
-    outputs = [_io_tensor(tuple(r.shape), f"output_{k}", pg.tensors[t], io_layout)
-               for k, (r, t) in enumerate(zip(without(refs, [o for _, o in pairs]), pg.outputs))]
-    h, c = api_sources(symbol, inputs, outputs, {"board": board.name, "quant": meta_quant(pg), "io_layout": io_layout,
-                                                 "arena_bytes": sum(a.size for a in arenas),
-                                                 "program_bytes": device_bytes})
-    (out / f"{symbol}.h").write_text(h)
-    (out / f"{symbol}.cc").write_text(c)
-    codes = sorted({op.code for op in pg.ops})
-    (out / "kernel_table.cc").write_text(kernel_table_source(codes))
-    (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
-    torch.export.save(ep, str(out / "model.pt2"))
+                chosen = choose_precision(model, example_inputs, calibration, precision)
+                precision = {k: v for k, v in chosen.precision.items() if v != "int8"}
+            if not is_quantized(model):  # else: quantized by the user (QAT), taken as it is
+                model = quantize(model, example_inputs, calibration, progress=progress,
+                                 weights="int8" if quant == "a16w8" else quant,
+                                 activations="int16" if quant == "a16w8" else "int8", precision=precision)
+        ep = capture(model, example_inputs, modules=user_model)
+        pairs = state_pairs(state, len(example_inputs), len(ep.graph_signature.user_outputs))
+        graph = lower(ep, io, pairs)
+        active = backends.select(board, backend_names)
+        pg = to_program_graph(graph, scratch=lambda *op: max(b.scratch_bytes(*op) for b in active), io_layout=io_layout)
+        make_state(pg, pairs)
+        if quant in ("int8", "int4", "a16w8"):
+            _warn_fallbacks(pg)
+        ctx = CompileContext(board, example_inputs, calibration)
+        sections = {}
+        for b in active:  # in priority order: a delegate takes its partitions before the kernel libraries
+            partitioning = b.partition(pg, ctx)
+            if partitioning is not None:
+                b.lower(pg, partitioning, ctx)
+            section = b.report(partitioning, ctx)
+            if section is not None:
+                sections[b] = section
+        _check_kernels(pg, active)
+        present = {op.code for op in pg.ops}
+        # Where a delegate's calls must find their operands (an NPU reaches some memories only).
+        reach = {b.delegate_code: m for b in active if b.delegate_code in present
+                 and (m := b.operand_memories(board)) is not None}
+        regions = arena_regions(board, budgets, stack)
+        mem = plan(pg, regions, PlanOptions(budgets=dict(budgets or {}), pins=dict(pins or {}), inplace=inplace,
+                                            tile=tile, operand_memories=reach))
+        for b in active:
+            b.check_plan(pg, mem)
+        arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]
+        prog, segment = serialize.program_dict(pg, mem, arenas)
+        pte = serialize.to_pte(prog, segment)
+        # What the device links (tool-only fields dropped): a delegate's calls keep a copy of their partitions' ops
+        # for tools. Its blobs are read in place: the program must lie where the delegate reaches.
+        device_bytes = len(serialize.device_image(pte))
+        program_reach = (tuple(m.name for m in board.memories if all(m.name in r for r in reach.values()))
+                         if reach else None)
+        program_memory = choose_program_memory(board, device_bytes, meta_quant(pg), reach=program_reach)
+        hot_note = None
+        if copy_hot_weights:
+            speed = board.memory(program_memory).speed
+            if not any(r.speed < speed for r in mem.regions):
+                hot_note = (f"nothing copied: the program's memory {program_memory} is as fast as the RAM "
+                            f"the plan uses ({', '.join(r.name for r in mem.regions)})")
+            elif copy_hot_weights_into(pg, mem, speed):
+                arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]
+                prog, segment = serialize.program_dict(pg, mem, arenas)
+                pte = serialize.to_pte(prog, segment)
+        (out / "model.pte").write_bytes(pte)
+        h, c = serialize.model_pte_sources(pte, symbol)
+        (out / "model_pte.h").write_text(h)
+        (out / "model_pte.c").write_text(c)
+        h, c = serialize.model_arena_sources(arenas, symbol)
+        (out / "model_arenas.h").write_text(h)
+        (out / "model_arenas.c").write_text(c)
+        inputs = [_io_tensor(tuple(x.shape), pg.tensors[t].name, pg.tensors[t], io_layout)
+                  for x, t in zip(without(example_inputs, [i for i, _ in pairs]), pg.inputs)]
+        device_bytes = len(serialize.device_image(pte))  # again: hot weights may have changed the program
+        with torch.no_grad():
+            ref = ep.module()(*example_inputs)
+        refs = torch.utils._pytree.tree_leaves(ref)  # outputs in the program's order (nested tuples flattened)
+        outputs = [_io_tensor(tuple(r.shape), f"output_{k}", pg.tensors[t], io_layout)
+                   for k, (r, t) in enumerate(zip(without(refs, [o for _, o in pairs]), pg.outputs))]
+        h, c = api_sources(symbol, inputs, outputs, {"board": board.name, "quant": meta_quant(pg),
+                                                     "io_layout": io_layout, "arena_bytes": sum(a.size for a in arenas),
+                                                     "program_bytes": device_bytes})
+        (out / f"{symbol}.h").write_text(h)
+        (out / f"{symbol}.cc").write_text(c)
+        codes = sorted({op.code for op in pg.ops})
+        (out / "kernel_table.cc").write_text(kernel_table_source(codes))
+        (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
+        torch.export.save(ep, str(out / "model.pt2"))
 
-    meta = {
-        # A board of the repository by name; one described in the user's own file by its path.
-        "board": board.name if board.source is None or board.source.parent == BOARDS_DIR else str(board.source),
-        "program_memory": program_memory,
-        "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size,
-                    **({"persistent": True} if a.persistent else {})} for a in arenas],
-        "inputs": [t.as_meta() for t in inputs],
-        "outputs": [t.as_meta() for t in outputs],
-        "io_layout": io_layout,
-        "float_tolerance": FLOAT_TOLERANCE,
-        "quant": quant,
-        "symbol": symbol,
-        **({"stack": stack} if stack is not None else {}),
-    }
-    if pairs:  # what `run --check` carries from one sample to the next in PyTorch
-        meta["state"] = [{"input": i, "output": o, "shape": list(example_inputs[i].shape)} for i, o in pairs]
-    (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
-    np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
+        meta = {
+            # A board of the repository by name; one described in the user's own file by its path.
+            "board": board.name if board.source is None or board.source.parent == BOARDS_DIR else str(board.source),
+            "program_memory": program_memory,
+            "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size,
+                        **({"persistent": True} if a.persistent else {})} for a in arenas],
+            "inputs": [t.as_meta() for t in inputs],
+            "outputs": [t.as_meta() for t in outputs],
+            "io_layout": io_layout,
+            "float_tolerance": FLOAT_TOLERANCE,
+            "quant": quant,
+            "symbol": symbol,
+            **({"stack": stack} if stack is not None else {}),
+        }
+        if pairs:  # what `run --check` carries from one sample to the next in PyTorch
+            meta["state"] = [{"input": i, "output": o, "shape": list(example_inputs[i].shape)} for i, o in pairs]
+        (out / "model.json").write_text(json.dumps(meta, indent=2) + "\n")
+        np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
 
-    report = make_report(board, pg, mem, pte, len(segment), program_memory, device_bytes)
-    report["io"] = {"layout": io_layout, "inputs": meta["inputs"], "outputs": meta["outputs"],
-                    "edge_ops": edge_ops(pg)}
-    report["placement"] = placement(board, program_memory, device_bytes, mem, stack)
-    if progress:
-        for note in report["placement"]["notes"]:
-            print(f"torchmcu: note: {note}", file=sys.stderr, flush=True)
-    if chosen is not None:
-        report["precision"] = {"chosen": chosen.precision, "budget": chosen.budget, "bytes": chosen.bytes,
-                               "sqnr_db": chosen.sqnr_db, "estimate_db": chosen.estimate_db,
-                               "layers": chosen.layers, "steps": chosen.steps, "text": chosen.describe()}
-    for b, section in sections.items():
-        if b.delegate_code in reach:  # its blobs went with the program
-            section.update(program_device_bytes=device_bytes, program_memory=program_memory)
-        report[b.report_key or b.name] = section
-    report["backends"] = [b.name for b in active]
-    (out / "memory_plan.json").write_text(json.dumps(memory_plan(pg, mem), indent=2) + "\n")
-    picture = memory_picture(pg, mem, out / "memory_plan.png")
-    report["memory"]["picture"] = picture
-    if hot_note:
-        report["memory"]["hot_weights_note"] = hot_note
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "report.txt").write_text(format_report(report) + (f"\n{chosen.describe()}\n" if chosen else ""))
-    return Compiled(out, board, pg, mem, pte, report)
+        report = make_report(board, pg, mem, pte, len(segment), program_memory, device_bytes)
+        report["io"] = {"layout": io_layout, "inputs": meta["inputs"], "outputs": meta["outputs"],
+                        "edge_ops": edge_ops(pg)}
+        report["placement"] = placement(board, program_memory, device_bytes, mem, stack)
+        if progress:
+            for note in report["placement"]["notes"]:
+                print(f"torchmcu: note: {note}", file=sys.stderr, flush=True)
+        if chosen is not None:
+            report["precision"] = {"chosen": chosen.precision, "budget": chosen.budget, "bytes": chosen.bytes,
+                                   "sqnr_db": chosen.sqnr_db, "estimate_db": chosen.estimate_db,
+                                   "layers": chosen.layers, "steps": chosen.steps, "text": chosen.describe()}
+        for b, section in sections.items():
+            if b.delegate_code in reach:  # its blobs went with the program
+                section.update(program_device_bytes=device_bytes, program_memory=program_memory)
+            report[b.report_key or b.name] = section
+        report["backends"] = [b.name for b in active]
+        (out / "memory_plan.json").write_text(json.dumps(memory_plan(pg, mem), indent=2) + "\n")
+        picture = memory_picture(pg, mem, out / "memory_plan.png")
+        report["memory"]["picture"] = picture
+        if hot_note:
+            report["memory"]["hot_weights_note"] = hot_note
+        (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        (out / "report.txt").write_text(format_report(report) + (f"\n{chosen.describe()}\n" if chosen else ""))
+    # The final path, not the temporary one the files were written into (no file names it).
+    return Compiled(Path(out_dir), board, pg, mem, pte, report)
 
 
 # Float programs are checked against the exported program run in float64 (b),

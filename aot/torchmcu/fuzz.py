@@ -32,9 +32,9 @@ from typing import Any, Sequence
 
 from .builder import kernel_table
 from .errors import BuildError, TorchMCUError
+from .outdir import cache_root
 from .sources import FIRMWARE, REPO, runtime_sources
 
-CACHE = REPO / "build" / "fuzz"
 FUZZ_SOURCE = FIRMWARE / "host" / "fuzz_program.cc"
 CXX_ENV = "TORCHMCU_FUZZ_CXX"
 FLAGS = ["-std=c++17", "-O1", "-g", "-fno-rtti", "-fno-exceptions", "-Wall", "-Wextra",
@@ -93,6 +93,12 @@ def _require_toolchain() -> str:
 # The build
 
 
+def default_cache() -> Path:
+    """Where the fuzzer's build, and by default its corpus and artifacts, go:
+    the user's cache (outdir.cache_root()/fuzz), not the source tree."""
+    return cache_root() / "fuzz"
+
+
 def fuzzer_sources() -> list[Path]:
     """The runtime (core, app, every portable kernel), the host platform layer and the target."""
     return [*runtime_sources(), FIRMWARE / "host" / "platform_host.cc", FUZZ_SOURCE]
@@ -117,7 +123,7 @@ def build_fuzzer(defines: Sequence[str] = (), cache_dir: str | Path | None = Non
     digest.update(" ".join(flags).encode())
     digest.update(version.encode())
     key = digest.hexdigest()[:16]
-    cache = Path(cache_dir) if cache_dir else CACHE
+    cache = Path(cache_dir) if cache_dir else default_cache()
     exe = cache / f"fuzz_program-{key}"
     if exe.exists():
         return exe
@@ -386,10 +392,11 @@ def replay(inputs: Sequence[str | Path], fuzzer: str | Path | None = None, timeo
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m torchmcu.fuzz", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=int, default=600, help="how long to fuzz (default 600)")
-    ap.add_argument("--corpus", default=str(CACHE / "corpus"),
-                    help="corpus directory, kept between runs; seeded when it holds no .pte (default build/fuzz/corpus)")
-    ap.add_argument("--artifacts", default=str(CACHE / "artifacts"),
-                    help="where crash artifacts and fuzz.log go (default build/fuzz/artifacts)")
+    cache = default_cache()
+    ap.add_argument("--corpus", default=str(cache / "corpus"),
+                    help=f"corpus directory, kept between runs; seeded when it holds no .pte (default {cache}/corpus)")
+    ap.add_argument("--artifacts", default=str(cache / "artifacts"),
+                    help=f"where crash artifacts and fuzz.log go (default {cache}/artifacts)")
     ap.add_argument("--reseed", action="store_true", help="compile the seed programs again")
     ap.add_argument("--timeout", type=int, default=10, help="seconds one input may run before it counts as a hang")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")

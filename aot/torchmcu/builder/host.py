@@ -5,12 +5,14 @@ machine (g++, optionally with AddressSanitizer and UBSan), for tests and
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 
 from ..boards import Board
 from ..errors import BuildError
-from ..sources import FIRMWARE, REPO, runtime_sources
+from ..outdir import cache_root
+from ..sources import FIRMWARE, runtime_sources
 from ..toolchain import require
 from .kernel_table import available_kernels, kernel_table_source
 
@@ -20,7 +22,8 @@ VERIFY_LEVELS = ("full", "minimal")
 def build_host_runner(sanitize: bool = True, cache_dir: str | Path | None = None,
                       ethos_u: Board | None = None, verify: str = "full") -> Path:
     """The host runner `tmcu_host PROGRAM.pte IO.bin`, every kernel linked,
-    cached by the hash of its sources and flags. With `ethos_u` (a board with
+    cached by the hash of its sources and flags in `cache_dir` (default the
+    user's cache: outdir.cache_root()/host). With `ethos_u` (a board with
     an NPU), also the Ethos-U delegate's load-time check for that NPU, whose
     invoke reports that the host has none (firmware/host/ethos_u_host.cc):
     for tests of the delegate's validation. Without, a program with Ethos-U
@@ -50,18 +53,30 @@ def build_host_runner(sanitize: bool = True, cache_dir: str | Path | None = None
         digest.update(h.read_bytes())
     digest.update(table.encode())
     digest.update(" ".join(flags).encode())
-    cache = Path(cache_dir) if cache_dir else REPO / "build" / "host"
+    cache = Path(cache_dir) if cache_dir else cache_root() / "host"
     variant = ("_ethos_u" if ethos_u is not None else "") + ("_minimal" if verify == "minimal" else "")
-    exe = cache / f"tmcu_host{variant}-{digest.hexdigest()[:16]}"
+    key = digest.hexdigest()[:16]
+    exe = cache / f"tmcu_host{variant}-{key}"
     if exe.exists():
         return exe
     cache.mkdir(parents=True, exist_ok=True)
-    table_src = cache / f"kernel_table{variant or '_all'}.cc"
-    table_src.write_text(table)
-    tmp = exe.with_suffix(".tmp")
-    proc = subprocess.run([cxx, *flags, *map(str, sources), str(table_src), "-o", str(tmp)],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise BuildError(f"host runner build failed:\n{proc.stderr}")
-    tmp.rename(exe)
+    # The cache is shared by every process and source tree of this user: files are named by the hash
+    # and renamed in whole from a file of this process's own, so that none reads another's half-written one.
+    table_src = cache / f"kernel_table{variant or '_all'}-{key}.cc"
+    _write_whole(table_src, table)
+    tmp = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")
+    try:
+        proc = subprocess.run([cxx, *flags, *map(str, sources), str(table_src), "-o", str(tmp)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BuildError(f"host runner build failed:\n{proc.stderr}")
+        tmp.replace(exe)
+    finally:
+        tmp.unlink(missing_ok=True)
     return exe
+
+
+def _write_whole(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

@@ -22,6 +22,7 @@ another component: `make pack` stops and names it.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import zipfile
@@ -436,7 +437,7 @@ def build_pack(out_dir: str | Path, url: str | None = None, version: str = __ver
     for m in model_dirs:
         contents.update({name: f.read_bytes() for name, f in model_files(m).items()})
     pack = out / meta.pack_name
-    tmp = pack.with_suffix(".tmp")
+    tmp = pack.with_name(f"{pack.name}.{os.getpid()}.tmp")  # two builds into one folder never share it
     # Fixed timestamps and order: the same tree gives the same bytes.
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
         for name in sorted(contents):
@@ -451,7 +452,10 @@ def build_pack(out_dir: str | Path, url: str | None = None, version: str = __ver
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m torchmcu.export.pack", description=__doc__.split("\n\n")[0])
-    ap.add_argument("-o", "--output", default=str(REPO / "build" / "pack"), help="output folder (default build/pack)")
+    # No default: the pack is a release artefact, and its folder also gets work/ (the example's compiled model).
+    # It goes where the user says, not into the source tree (an installed package may not have one, or may not
+    # let us write it) nor into the current directory unasked; `make pack` gives build/pack.
+    ap.add_argument("-o", "--output", required=True, help="output folder (created)")
     ap.add_argument("--url", help="where the pack will be published (the pdsc's <url>); default: the output folder")
     ap.add_argument("--model", action="append", default=[], metavar="DIR",
                     help="a compiled model directory to add as a Model component (repeatable)")
