@@ -401,6 +401,7 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     if has_recurrent:
         recurrent.snap_observers(prepared)
     found = ranges.check_ranges(prepared, example_inputs)  # degenerate or absurd calibrated ranges
+    ranges.refuse_non_finite(found)
     ranges.announce(found, progress)
     converted = convert(prepared)
     ranges.attach(converted, float_program, found)

@@ -16,7 +16,7 @@ for a range that is
 - such that the example inputs, whose values there differ, all quantize to
   one int8 value (calibration data unlike the inputs the model will see).
 
-Weights are not checked here: their ranges come from the model itself.
+A non-finite range is an error (no scale holds it). Weights are not checked here: their ranges come from the model itself.
 The warnings go to stderr (or Python's warnings when `progress` is off),
 into report.json "warnings", and become an error with compile(strict=True).
 
@@ -35,7 +35,10 @@ from typing import Any
 
 import torch
 
+from ..errors import TorchMCUError
+
 ABSURD_RANGE = 1e6
+NOT_FINITE = "is not finite"
 FLOAT_PROGRAM = "model_float.pt2"
 _META = "torchmcu_numerics"  # the key on the quantized GraphModule's meta
 
@@ -51,9 +54,17 @@ def _activation_observer(mod: Any) -> bool:
 def _where(node: torch.fx.Node) -> str:
     if node.op == "placeholder":
         return f"model input {node.name}"
+    path = _module_path(node)
+    if path:
+        return f"{node.name} (module {path})"
+    # A functional op (F.relu in forward) has no module: the layer it follows names it.
+    source = node.args[0] if node.args and isinstance(node.args[0], torch.fx.Node) else None
+    return f"{node.name} (after module {_module_path(source)})" if source and _module_path(source) else node.name
+
+
+def _module_path(node: torch.fx.Node) -> str:
     stack = list((node.meta.get("nn_module_stack") or {}).values())
-    path = str(stack[-1][0]) if stack else ""
-    return f"{node.name} (module {path})" if path else node.name
+    return str(stack[-1][0]) if stack else ""
 
 
 def _qparams(mod: Any) -> tuple[float, int, int, int]:
@@ -64,8 +75,10 @@ def _qparams(mod: Any) -> tuple[float, int, int, int]:
 def _collapsed(prepared: torch.fx.GraphModule, example_inputs: tuple[Any, ...]) -> dict[str, tuple[float, float]]:
     """Observer name -> the example inputs' (min, max) at that tensor, for
     tensors whose example values differ but all quantize to one value at the
-    calibrated scale. The observers pass the values through unchanged (their
-    ranges stay the calibration's)."""
+    calibrated scale because the calibrated range is that much wider (not
+    because the values are below the observer's smallest step, eps: a
+    vanishing activation of an untrained network). The observers pass the
+    values through unchanged (their ranges stay the calibration's)."""
     found: dict[str, tuple[float, float]] = {}
 
     class Probe(torch.fx.Interpreter):
@@ -76,7 +89,8 @@ def _collapsed(prepared: torch.fx.GraphModule, example_inputs: tuple[Any, ...]) 
                 return super().call_module(target, args, kwargs)
             lo, hi = float(x.min()), float(x.max())
             scale, zp, qmin, qmax = _qparams(mod)
-            if math.isfinite(lo) and math.isfinite(hi) and hi > lo and math.isfinite(scale) and scale > 0:
+            wide = float(mod.max_val - mod.min_val) / (qmax - qmin) > hi - lo  # the range, not eps, sets the step
+            if math.isfinite(lo) and math.isfinite(hi) and hi > lo and math.isfinite(scale) and scale > 0 and wide:
                 q = torch.clamp(torch.round(x.double() / scale) + zp, qmin, qmax)
                 if bool((q == q.reshape(-1)[0]).all()):
                     found[str(target)] = (lo, hi)
@@ -106,7 +120,7 @@ def check_ranges(prepared: torch.fx.GraphModule, example_inputs: tuple[Any, ...]
             continue
         where = _where(n.args[0])
         if not (math.isfinite(lo) and math.isfinite(hi)):
-            out.append(f"calibration: {where}: range [{lo:.3g}, {hi:.3g}] is not finite (inf or nan in the "
+            out.append(f"calibration: {where}: range [{lo:.3g}, {hi:.3g}] {NOT_FINITE} (inf or nan in the "
                        "calibration data or the model)")
         elif hi == lo:
             out.append(f"calibration: {where}: range is the single value {lo:.3g}: constant over the "
@@ -121,14 +135,30 @@ def check_ranges(prepared: torch.fx.GraphModule, example_inputs: tuple[Any, ...]
     return out
 
 
+SHOWN = 10  # warnings printed at most; report.json has every one (a mis-scaled set warns on most layers)
+
+
+def refuse_non_finite(found: list[str]) -> None:
+    """A range with inf or nan has no int8 scale (PyTorch's convert fails on
+    it with an assertion, or quantizes with an infinite step): an error."""
+    bad = [w for w in found if NOT_FINITE in w]
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise TorchMCUError(f"{bad[0]}; no int8 scale can hold it{more}")
+
+
 def announce(found: list[str], progress: bool) -> None:
-    """One line per warning: on stderr as the command line's other notes,
-    or as Python warnings for a caller that turned progress off."""
-    for w in found:
+    """One line per warning: on stderr as the command line's other notes
+    (the first SHOWN), or as Python warnings for a caller that turned
+    progress off."""
+    for w in found if not progress else found[:SHOWN]:
         if progress:
             print(f"torchmcu: warning: {w}", file=sys.stderr, flush=True)
         else:
             warnings.warn(f"torchmcu: {w}", stacklevel=3)
+    if progress and len(found) > SHOWN:
+        print(f"torchmcu: warning: calibration: {len(found) - SHOWN} more (report.json \"warnings\" has them all)",
+              file=sys.stderr, flush=True)
 
 
 def attach(quantized: torch.fx.GraphModule, float_program: torch.export.ExportedProgram | None,
