@@ -61,7 +61,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 inplace=not args.no_inplace, tile=args.tile, copy_hot_weights=args.copy_hot_weights,
                 symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends,
                 io_layout=args.io_layout, stack=None if args.stack is None else _bytes(args.stack),
-                state=_state(args.state))
+                state=_state(args.state), strict=args.strict)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ ({args.symbol}.h/.cc: the C API; model.pte, model_pte.c/.h, model_arenas.c/.h, "
@@ -184,9 +184,12 @@ def _is_app_build(out_dir: str) -> bool:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from . import numerics
     from .sim import runner
 
     require_build_dir(args.dir)
+    args.check = args.check or args.strict
+
     if _is_app_build(args.dir) and not args.device:
         if args.input or args.check or args.profile:
             raise TorchMCUError(f"{args.dir}/firmware.elf runs your own main (built with --app): it takes no "
@@ -250,8 +253,20 @@ def cmd_run(args: argparse.Namespace) -> int:
                            "reference": "torchmcu (bit for bit)" if tol is None else
                            "PyTorch in float64 (slack: pytorch_factor x PyTorch float32's own error)",
                            "tolerance": tol, "first_mismatch": str(mismatch) if mismatch else None}
-        if tol is None:
-            result["check"]["max_lsb_vs_pytorch_qdq"] = runner.lsb_error(args.dir, res.outputs, samples)
+        if tol is None:  # quantized: against PyTorch's q/dq model, and against the float model
+            errors = runner.qdq_error(args.dir, res.outputs, samples)
+            result["check"]["max_lsb_vs_pytorch_qdq"] = [lsb for _, lsb in errors]  # None: a float output
+            result["check"]["max_abs_error_vs_pytorch_qdq"] = [e for e, _ in errors]
+            floor = numerics.DEFAULT_SQNR_FLOOR_DB if args.sqnr_floor is None else args.sqnr_floor
+            stats, warns = numerics.check_vs_float(args.dir, res.outputs, samples, floor)
+            result["check"].update(vs_float=stats, sqnr_floor_db=floor, warnings=warns)
+            for w in warns:
+                print(f"torchmcu: warning: {w}", file=sys.stderr)
+            if warns and args.strict:
+                result["check"]["passed"] = False
+                print(f"torchmcu: check failed: {len(warns)} numerics warning(s), an error with --strict",
+                      file=sys.stderr)
+                status = 1
         if mismatch is not None:
             print(f"torchmcu: check failed: {mismatch}", file=sys.stderr)
             status = 1
@@ -285,11 +300,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if stack:
             print(stack)
         if "check" in result:
-            c = result["check"]
-            print(f"check against {c['reference']}: " + ("passed" if c["passed"] else f"FAILED: {c['first_mismatch']}")
-                  + f" (max abs error {c['max_abs_error']:.3g})")
-            if "max_lsb_vs_pytorch_qdq" in c:
-                print(f"difference from PyTorch's q/dq model: {c['max_lsb_vs_pytorch_qdq']} LSB")
+            print("\n".join(numerics.check_lines(result["check"])))
     return status
 
 
@@ -487,6 +498,9 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("--state", metavar="N|IN:OUT,...",
                    help="a streaming model's state: its last N inputs and outputs (forward(x, h, c) -> (y, h, c): "
                         "2), or input:output index pairs; kept in a persistent arena across invocations")
+    c.add_argument("--strict", action="store_true",
+                   help="calibration warnings (an activation's range constant, not finite, past 1e6, or too "
+                        "coarse for the example inputs) are an error")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")
@@ -522,7 +536,13 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", default=[],
                    help=".npy per model input (or one .npz); a leading extra axis is a batch of samples. "
                         "Default: the example inputs")
-    r.add_argument("--check", action="store_true", help="compare with the reference; exit 1 on a mismatch")
+    r.add_argument("--check", action="store_true",
+                   help="compare with the reference (exit 1 on a mismatch); a quantized program also with the "
+                        "float model: SQNR and max abs error per output, warnings for a constant output or an "
+                        "SQNR below --sqnr-floor")
+    r.add_argument("--strict", action="store_true", help="--check, and its numerics warnings fail it (exit 1)")
+    r.add_argument("--sqnr-floor", type=float, metavar="DB",
+                   help="warn when an output's SQNR against the float model is below DB (default 10)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--profile", action="store_true", help="print instructions per op, costliest first, and write DIR/profile.json")
     r.add_argument("--timeout", type=float, help="seconds before the simulator is stopped (default 300); with "

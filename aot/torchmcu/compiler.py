@@ -26,6 +26,7 @@ from .backends import Backend, CompileContext
 from .boards import BOARDS_DIR, Board, load_board
 from .builder.kernel_table import kernel_table_source
 from .errors import CompileError
+from .frontend import ranges
 from .frontend.capture import capture, check_inputs, from_exported, to_eval
 from .ir import PGraph
 from .outdir import replacing
@@ -166,7 +167,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             tile: bool = False, symbol: str = serialize.DEFAULT_SYMBOL,
             precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None,
             io_layout: str = "nchw", stack: int | None = None,
-            state: int | list[tuple[int, int]] | None = None) -> Compiled:
+            state: int | list[tuple[int, int]] | None = None, strict: bool = False) -> Compiled:
     """Compile `model` for `board` into `out_dir`: written into a temporary
     sibling directory that then replaces `out_dir` whole (whatever an earlier
     compile or build left there is gone; on an error or Ctrl-C `out_dir`
@@ -212,7 +213,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     output) index pairs of the model's inputs and (flattened) outputs, or N
     for its last N inputs and outputs in order (`forward(x, h, c) -> (y, h,
     c)`: 2): the program keeps it in a persistent arena and updates it each
-    execution; its inputs and outputs are the others.
+    execution; its inputs and outputs are the others. strict: calibration
+    warnings (degenerate or absurd ranges: frontend/ranges.py) are an error.
     """
     try:
         check_api_symbol(symbol)
@@ -258,6 +260,10 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
                 model = quantize(model, example_inputs, calibration, progress=progress,
                                  weights="int8" if quant == "a16w8" else quant,
                                  activations="int16" if quant == "a16w8" else "int8", precision=precision)
+            if strict and ranges.range_warnings(model):
+                found = ranges.range_warnings(model)
+                raise CompileError(f"{len(found)} calibration warning(s), an error with --strict; the first: "
+                                   f"{found[0]}")
         ep = capture(model, example_inputs, modules=user_model)
         pairs = state_pairs(state, len(example_inputs), len(ep.graph_signature.user_outputs))
         graph = lower(ep, io, pairs)
@@ -328,6 +334,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         (out / "kernel_table.cc").write_text(kernel_table_source(codes))
         (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
         torch.export.save(ep, str(out / "model.pt2"))
+        if ranges.float_program_bytes(model) is not None:  # the float model, for `run --check` (torchmcu.numerics)
+            (out / ranges.FLOAT_PROGRAM).write_bytes(ranges.float_program_bytes(model))
 
         meta = {
             # A board of the repository by name; one described in the user's own file by its path.
@@ -364,6 +372,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
                 section.update(program_device_bytes=device_bytes, program_memory=program_memory)
             report[b.report_key or b.name] = section
         report["backends"] = [b.name for b in active]
+        report["warnings"] = ranges.range_warnings(model)
         (out / "memory_plan.json").write_text(json.dumps(memory_plan(pg, mem), indent=2) + "\n")
         picture = memory_picture(pg, mem, out / "memory_plan.png")
         report["memory"]["picture"] = picture

@@ -51,7 +51,7 @@ import torch
 from torch.fx import Node
 
 from ..errors import TorchMCUError
-from . import recurrent
+from . import ranges, recurrent
 from .attention import decompose_attention
 
 aten = torch.ops.aten
@@ -388,7 +388,8 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     samples = calibration_samples(calibration, example_inputs) if calibration is not None else [example_inputs]
     if not samples:
         raise TorchMCUError("the calibration set is empty")
-    gm = export(to_eval(model), example_inputs).module()  # functional ATen, as capture gives the float path
+    float_program = export(to_eval(model), example_inputs)  # functional ATen, as capture gives the float path
+    gm = float_program.module()
     has_recurrent = recurrent.record(gm, samples)  # the ranges inside recurrent ops, which PT2E does not see
     prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights, activations=activations, precision=precision))
     t0 = time.monotonic()
@@ -399,7 +400,12 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
                 _progress(i, len(samples), t0)
     if has_recurrent:
         recurrent.snap_observers(prepared)
-    return convert(prepared)
+    found = ranges.check_ranges(prepared, example_inputs)  # degenerate or absurd calibrated ranges
+    ranges.refuse_non_finite(found)
+    ranges.announce(found, progress)
+    converted = convert(prepared)
+    ranges.attach(converted, float_program, found)
+    return converted
 
 
 _CONVS = ("conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "convolution")

@@ -329,14 +329,23 @@ def expected(out_dir: str | Path, samples: list[list[np.ndarray]]) -> tuple[list
 
 def lsb_error(out_dir: str | Path, got: list[np.ndarray], samples: list[list[np.ndarray]]) -> list[float]:
     """Per output, the largest difference from PyTorch's q/dq reference in
-    units of the output's quantization step (int8 programs)."""
+    units of the output's quantization step (int8 programs); nan for an
+    output with no quantization step (a float op's): see qdq_error."""
+    return [float("nan") if lsb is None else lsb for _, lsb in qdq_error(out_dir, got, samples)]
+
+
+def qdq_error(out_dir: str | Path, got: list[np.ndarray],
+              samples: list[list[np.ndarray]]) -> list[tuple[float, float | None]]:
+    """Per output, the largest difference from PyTorch's q/dq reference: in
+    the output's own units, and in units of its quantization step (None
+    when the output comes from no DEQUANTIZE: a float op computed it)."""
     from .. import reference as ref
     from ..program import schema
 
     meta = load_meta(out_dir)
     prog = schema.decode((Path(out_dir) / "model.pte").read_bytes())
     torch_out = reference(out_dir, float_samples(meta, samples))
-    steps = []
+    errors: list[tuple[float, float | None]] = []
     for k, index in enumerate(prog["outputs"]):
         out_meta = meta["outputs"][k]
         value = got[k]
@@ -345,9 +354,18 @@ def lsb_error(out_dir: str | Path, got: list[np.ndarray], samples: list[list[np.
             value = ref.dequantize(value, scale, out_meta["zero_point"])
         else:
             scale = _output_step(prog, index)
-        err = float(np.abs(value.astype(np.float64) - torch_out[k]).max(initial=0.0))
-        steps.append(err / scale if scale else float("nan"))
-    return steps
+        err = _max_abs(value, torch_out[k])
+        errors.append((err, err / scale if scale else None))
+    return errors
+
+
+def _max_abs(got: np.ndarray, expected: np.ndarray) -> float:
+    """The largest |got - expected|; nan on both sides is no difference, nan
+    on one side an infinite one (never a nan figure)."""
+    g, e = got.astype(np.float64), expected.astype(np.float64)
+    err = np.abs(g - e)
+    err = np.where((g == e) | (np.isnan(g) & np.isnan(e)), 0.0, np.where(np.isnan(err), np.inf, err))
+    return float(err.max(initial=0.0))
 
 
 def _output_step(prog: dict[str, Any], index: int) -> float:
@@ -369,8 +387,11 @@ class Mismatch:
     index: tuple[int, ...]  # sample first
     got: float
     expected: float
+    shapes: tuple[list[int], list[int]] | None = None  # (firmware's, expected): the output's shape differs
 
     def __str__(self) -> str:
+        if self.shapes is not None:
+            return f"output {self.output} has shape {self.shapes[0]}, expected {self.shapes[1]}"
         return (f"output {self.output} differs at sample {self.index[0]}, element {list(self.index[1:])}: "
                 f"firmware {self.got!r}, expected {self.expected!r}")
 
@@ -385,16 +406,18 @@ def compare(got: list[np.ndarray], expected: list[np.ndarray],
     first: Mismatch | None = None
     for k, (g, e) in enumerate(zip(got, expected)):
         if g.shape != e.shape:
-            return Mismatch(k, (0,), float("nan"), float("nan")), float("inf")
+            return Mismatch(k, (0,), 0.0, 0.0, (list(g.shape), list(e.shape))), float("inf")
         err = np.abs(g.astype(np.float64) - e.astype(np.float64))
-        worst = max(worst, float(err.max(initial=0.0)))
+        worst = max(worst, _max_abs(g, e))
         if tol is None:
             bad = np.any(g.view(np.uint8).reshape(*g.shape, -1) != e.view(np.uint8).reshape(*e.shape, -1), axis=-1)
         else:
-            atol = tol["atol_scale"] * max(1.0, float(np.abs(e).max(initial=0.0)))
+            finite = np.abs(e[np.isfinite(e)]).astype(np.float64)  # an inf or nan in e must not make atol one
+            atol = tol["atol_scale"] * max(1.0, float(finite.max(initial=0.0)))
             slack = tol.get("slack")
             extra = 0.0 if slack is None else np.asarray(slack[k], np.float64).reshape((-1,) + (1,) * (e.ndim - 1))
-            bad = ~(err <= atol + tol["rtol"] * np.abs(e) + extra) | (np.isnan(g) != np.isnan(e))
+            same = (g == e) | (np.isnan(g) & np.isnan(e))  # inf as inf, nan as nan: PyTorch's own result
+            bad = ~((err <= atol + tol["rtol"] * np.abs(e) + extra) | same)
         if first is None and bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             first = Mismatch(k, idx, float(g[idx]), float(e[idx]))
