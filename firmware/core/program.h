@@ -43,11 +43,19 @@ constexpr Verification kDefaultVerification =
 /// and the executable section).
 constexpr uint32_t kProgramVersion = 4;
 
+/// CRC-32 as zlib's crc32() computes it (reflected polynomial 0xEDB88320,
+/// initial and final XOR 0xFFFFFFFF): crc32(b, n2, crc32(a, n1)) is the CRC
+/// of a followed by b. No heap; a 1 KiB table in flash.
+uint32_t crc32(const void* data, size_t size, uint32_t crc = 0);
+
 class Program {
  public:
   Program() = default;
 
-  /// Checks the identifier, version and that the constant segment lies
+  /// Checks the identifier, the program's CRC32 when it carries one (compile
+  /// --crc: over exactly `size` bytes, so `size` must be the program's own
+  /// length; Error::ChecksumMismatch; at both levels unless the build has
+  /// TORCHMCU_PROGRAM_CRC=0), the version and that the constant segment lies
   /// inside `size`; with kFull also every offset and size of the fields the
   /// runtime reads (the arenas, the init copies, the executable section; not
   /// the tables only tools read). Method::load checks the rest at the same
