@@ -2,6 +2,8 @@
 
 #include "core/flatbuffer.h"
 
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the CRC's word loop reads little-endian words");
+
 namespace torchmcu {
 namespace {
 
@@ -21,8 +23,24 @@ struct CrcTable {
 };
 constexpr CrcTable kCrcTable;
 
+// Inlined: -Os would otherwise call it, 4 instructions of call a byte.
+#if defined(__GNUC__)
+__attribute__((always_inline))
+#endif
+inline uint32_t crc_byte(uint32_t c) { return kCrcTable.v[c & 0xFF] ^ (c >> 8); }
+
+// Byte by byte up to a word boundary, then a word at a time: a word's four
+// bytes shift through the register in the order they lie in memory, its
+// low byte first on these little-endian cores (the flatbuffer reader
+// assumes little-endian too). The word loop saves the per-byte load and
+// loop overhead: ~4.5 instructions a byte instead of 8.
 uint32_t crc_update(uint32_t c, const uint8_t* p, size_t n) {
-  for (size_t i = 0; i < n; ++i) c = kCrcTable.v[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+  for (; n > 0 && (reinterpret_cast<uintptr_t>(p) & 3) != 0; --n) c = crc_byte(c ^ *p++);
+  for (; n >= 4; n -= 4, p += 4) {
+    c ^= fb::load<uint32_t>(p);
+    c = crc_byte(crc_byte(crc_byte(crc_byte(c))));
+  }
+  for (; n > 0; --n) c = crc_byte(c ^ *p++);
   return c;
 }
 
