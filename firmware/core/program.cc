@@ -46,6 +46,7 @@ uint32_t crc_update(uint32_t c, const uint8_t* p, size_t n) {
   return c;
 }
 
+#if TORCHMCU_PROGRAM_CRC
 // Program.crc32 (program.fbs): where the CRC lives. A field of the root
 // table, not a trailer after the program: a trailer is what a half-flashed
 // program loses first (its tail is still erased flash, and an erased trailer
@@ -70,6 +71,8 @@ int64_t crc_field(const uint8_t* buf, uint32_t size) {
   if (off == 0) return 0;
   return off + 4u > size - root ? -1 : int64_t(root) + off;
 }
+
+#endif  // TORCHMCU_PROGRAM_CRC
 
 }  // namespace
 
