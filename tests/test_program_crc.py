@@ -283,7 +283,7 @@ def test_qemu_runs_crc_program_and_refuses_flipped(programs: dict[str, Path], tm
     good = tmp_path / "good"
     shutil.copytree(programs["crc"], good)
     build_firmware(good)
-    x = np.concatenate([s[0] for s in _samples()])
+    x = np.stack([s[0] for s in _samples()])  # [3, 1, 64]: three samples
     res = runner.run(good, [x])
     assert res.exit_code == 0, res.raw[-800:]
     expected, _ = runner.expected(good, runner.split_samples(runner.load_meta(good), [x]))
