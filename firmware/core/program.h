@@ -23,8 +23,10 @@ namespace torchmcu {
 ///
 /// kMinimal: for a trusted program, the one compiled into the firmware
 /// image by `torchmcu build` (whose compile step produced it). Checked: the
-/// identifier, the format version, the constant segment's bounds, the
-/// arenas against the plan, and that this build has a kernel for every op.
+/// identifier, the program's CRC32 when it has one (compile --crc: a
+/// half-flashed image is caught at this level too), the format version,
+/// the constant segment's bounds, the arenas against the plan, and that
+/// this build has a kernel for every op.
 /// Not checked: offsets inside the program, operands, kernel arguments; a
 /// corrupted program may crash the device. Load then costs a few
 /// instructions per op (ExecuTorch's Program::Verification::Minimal makes
