@@ -61,7 +61,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 inplace=not args.no_inplace, tile=args.tile, copy_hot_weights=args.copy_hot_weights,
                 symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends,
                 io_layout=args.io_layout, stack=None if args.stack is None else _bytes(args.stack),
-                state=_state(args.state), strict=args.strict)
+                state=_state(args.state), strict=args.strict, crc=args.crc)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ ({args.symbol}.h/.cc: the C API; model.pte, model_pte.c/.h, model_arenas.c/.h, "
@@ -501,6 +501,9 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("--strict", action="store_true",
                    help="calibration warnings (an activation's range constant, not finite, past 1e6, or too "
                         "coarse for the example inputs) are an error")
+    c.add_argument("--crc", action="store_true",
+                   help="write a CRC32 of the program into it; the runtime checks it when it loads the program "
+                        "and refuses a corrupted or half-flashed one (ChecksumMismatch)")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")

@@ -167,7 +167,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             tile: bool = False, symbol: str = serialize.DEFAULT_SYMBOL,
             precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None,
             io_layout: str = "nchw", stack: int | None = None,
-            state: int | list[tuple[int, int]] | None = None, strict: bool = False) -> Compiled:
+            state: int | list[tuple[int, int]] | None = None, strict: bool = False,
+            crc: bool = False) -> Compiled:
     """Compile `model` for `board` into `out_dir`: written into a temporary
     sibling directory that then replaces `out_dir` whole (whatever an earlier
     compile or build left there is gone; on an error or Ctrl-C `out_dir`
@@ -215,6 +216,9 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     c)`: 2): the program keeps it in a persistent arena and updates it each
     execution; its inputs and outputs are the others. strict: calibration
     warnings (degenerate or absurd ranges: frontend/ranges.py) are an error.
+    crc: the program carries a CRC32 of all its bytes, which the runtime
+    checks when it loads it and refuses a mismatch (ChecksumMismatch): a
+    corrupted or half-flashed program is caught (program.fbs Program.crc32).
     """
     try:
         check_api_symbol(symbol)
@@ -293,7 +297,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             b.check_plan(pg, mem)
         arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]
         prog, segment = serialize.program_dict(pg, mem, arenas)
-        pte = serialize.to_pte(prog, segment)
+        pte = serialize.to_pte(prog, segment, crc=crc)
         # What the device links (tool-only fields dropped): a delegate's calls keep a copy of their partitions' ops
         # for tools. Its blobs are read in place: the program must lie where the delegate reaches.
         device_bytes = len(serialize.device_image(pte))
@@ -309,7 +313,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             elif copy_hot_weights_into(pg, mem, speed):
                 arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]
                 prog, segment = serialize.program_dict(pg, mem, arenas)
-                pte = serialize.to_pte(prog, segment)
+                pte = serialize.to_pte(prog, segment, crc=crc)
         (out / "model.pte").write_bytes(pte)
         h, c = serialize.model_pte_sources(pte, symbol)
         (out / "model_pte.h").write_text(h)
@@ -357,6 +361,9 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         np.savez(out / "example_inputs.npz", *[x.detach().numpy() for x in example_inputs])
 
         report = make_report(board, pg, mem, pte, len(segment), program_memory, device_bytes)
+        if crc:  # each image its own: model_pte.c's lacks the tables only tools read
+            report["flash"]["crc32"] = {"device": serialize.program_crc(serialize.device_image(pte)),
+                                        "pte": serialize.program_crc(pte)}
         report["io"] = {"layout": io_layout, "inputs": meta["inputs"], "outputs": meta["outputs"],
                         "edge_ops": edge_ops(pg)}
         report["placement"] = placement(board, program_memory, device_bytes, mem, stack)

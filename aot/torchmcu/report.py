@@ -234,6 +234,10 @@ def format_report(r: dict[str, Any]) -> str:
               f"program + {f['constant_bytes']:,} B constants"
               + (f" (model.pte: {f['pte_bytes']:,} B with the tables only tools read)"
                  if f.get("pte_bytes", f["program_bytes"]) != f["program_bytes"] else "")]
+    if f.get("crc32"):
+        c = f["crc32"]
+        lines.append(f"  program CRC32: 0x{c['device']:08x} (model_pte.c), 0x{c['pte']:08x} (model.pte), "
+                     "checked at load")
     wf = f.get("weights")
     if wf and wf["int8_bytes"]:
         lines.append(f"  weights: {wf['bytes']:,} B as stored ({wf['int4_layers']} int4 layers); "

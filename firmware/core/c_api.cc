@@ -17,6 +17,7 @@ static_assert(TMCU_OK == uint32_t(E::Ok) && TMCU_ERROR_INTERNAL == uint32_t(E::I
                   TMCU_ERROR_MISALIGNED_PROGRAM == uint32_t(E::MisalignedProgram) &&
                   TMCU_ERROR_INVALID_TENSOR == uint32_t(E::InvalidTensor) &&
                   TMCU_ERROR_INVALID_OP == uint32_t(E::InvalidOp) &&
+                  TMCU_ERROR_CHECKSUM_MISMATCH == uint32_t(E::ChecksumMismatch) &&
                   TMCU_ERROR_KERNEL_MISSING == uint32_t(E::KernelMissing) &&
                   TMCU_ERROR_ARENA_TOO_SMALL == uint32_t(E::ArenaTooSmall) &&
                   TMCU_ERROR_ARENA_MISMATCH == uint32_t(E::ArenaMismatch) &&

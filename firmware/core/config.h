@@ -11,4 +11,13 @@
 #define TORCHMCU_VERIFY 1
 #endif
 
+// 1: Program::load checks a program's CRC32 when it carries one (compile
+// --crc), at every verification level: a CRC was asked for to catch a
+// corrupted or half-flashed program, which kMinimal would not notice.
+// 0: the CRC is ignored and its code left out (a program with one loads as
+// one without).
+#ifndef TORCHMCU_PROGRAM_CRC
+#define TORCHMCU_PROGRAM_CRC 1
+#endif
+
 #endif  // TORCHMCU_CORE_CONFIG_H_

@@ -20,6 +20,7 @@ enum class Error : uint32_t {
   MisalignedProgram = 0x22,   // the buffer is not 16-byte aligned
   InvalidTensor = 0x23,       // dims, dtype, offset or size inconsistent
   InvalidOp = 0x24,           // operands or parameters the kernel refuses
+  ChecksumMismatch = 0x25,    // the program's CRC32 (compile --crc) does not match its bytes
 
   KernelMissing = 0x30,  // the op's kernel is not in this build
   ArenaTooSmall = 0x31,  // a memory region is smaller than the plan
@@ -42,6 +43,7 @@ constexpr const char* error_name(Error e) {
     case Error::MisalignedProgram: return "MisalignedProgram";
     case Error::InvalidTensor: return "InvalidTensor";
     case Error::InvalidOp: return "InvalidOp";
+    case Error::ChecksumMismatch: return "ChecksumMismatch";
     case Error::KernelMissing: return "KernelMissing";
     case Error::ArenaTooSmall: return "ArenaTooSmall";
     case Error::ArenaMismatch: return "ArenaMismatch";

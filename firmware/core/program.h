@@ -23,8 +23,10 @@ namespace torchmcu {
 ///
 /// kMinimal: for a trusted program, the one compiled into the firmware
 /// image by `torchmcu build` (whose compile step produced it). Checked: the
-/// identifier, the format version, the constant segment's bounds, the
-/// arenas against the plan, and that this build has a kernel for every op.
+/// identifier, the program's CRC32 when it has one (compile --crc: a
+/// half-flashed image is caught at this level too), the format version,
+/// the constant segment's bounds, the arenas against the plan, and that
+/// this build has a kernel for every op.
 /// Not checked: offsets inside the program, operands, kernel arguments; a
 /// corrupted program may crash the device. Load then costs a few
 /// instructions per op (ExecuTorch's Program::Verification::Minimal makes
@@ -43,11 +45,19 @@ constexpr Verification kDefaultVerification =
 /// and the executable section).
 constexpr uint32_t kProgramVersion = 4;
 
+/// CRC-32 as zlib's crc32() computes it (reflected polynomial 0xEDB88320,
+/// initial and final XOR 0xFFFFFFFF): crc32(b, n2, crc32(a, n1)) is the CRC
+/// of a followed by b. No heap; a 1 KiB table in flash.
+uint32_t crc32(const void* data, size_t size, uint32_t crc = 0);
+
 class Program {
  public:
   Program() = default;
 
-  /// Checks the identifier, version and that the constant segment lies
+  /// Checks the identifier, the program's CRC32 when it carries one (compile
+  /// --crc: over exactly `size` bytes, so `size` must be the program's own
+  /// length; Error::ChecksumMismatch; at both levels unless the build has
+  /// TORCHMCU_PROGRAM_CRC=0), the version and that the constant segment lies
   /// inside `size`; with kFull also every offset and size of the fields the
   /// runtime reads (the arenas, the init copies, the executable section; not
   /// the tables only tools read). Method::load checks the rest at the same

@@ -1082,6 +1082,7 @@ class Program : public fb::Table {
   uint32_t constant_size() const { return scalar<uint32_t>(18, 0); }
   fb::StructVector<InitCopy> init_copies() const { return fb::StructVector<InitCopy>(deref(20)); }
   Exec exec() const { return table<Exec>(22); }
+  uint32_t crc32() const { return scalar<uint32_t>(24, 0); }
   bool verify(fb::Verifier& v) const {
     const fb::Verifier::Fields f_(v, *this);
     if (!f_.scalar<uint32_t>(4)) return false;
@@ -1090,6 +1091,7 @@ class Program : public fb::Table {
     if (!f_.scalar<uint32_t>(18)) return false;
     if (!f_.struct_vector<InitCopy>(20)) return false;
     if (!f_.table<Exec>(22)) return false;
+    if (!f_.scalar<uint32_t>(24)) return false;
     return true;
   }
 };

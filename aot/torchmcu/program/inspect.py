@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from . import schema
+from .serialize import crc_field
 
 _NP = {"F32": "<f4", "I8": "i1", "I16": "<i2", "I32": "<i4", "U8": "u1"}
 
@@ -25,6 +28,17 @@ def _fmt_params(params: tuple[str, dict] | None) -> str:
     return f"{name}({', '.join(items)})"
 
 
+def _crc_line(buf: bytes) -> str:
+    """The program's CRC32 and whether its bytes still match it (what Program::load checks)."""
+    at = crc_field(buf)
+    if at is None:
+        return "CRC32: none (compile --crc writes one, checked at load)"
+    stored = int.from_bytes(buf[at:at + 4], "little")
+    actual = zlib.crc32(buf[:at] + bytes(4) + buf[at + 4:])
+    verdict = "matches, checked at load" if stored == actual else f"MISMATCH: the bytes give 0x{actual:08x}"
+    return f"CRC32: 0x{stored:08x} ({verdict})"
+
+
 def describe(buf: bytes, values: bool = False) -> str:
     prog = schema.decode(buf)
     seg = prog["constant_offset"]
@@ -32,6 +46,7 @@ def describe(buf: bytes, values: bool = False) -> str:
     lines = [
         f"torchmcu program v{prog['version']}: {len(buf):,} bytes "
         f"(flatbuffer {seg:,} B + constants {prog['constant_size']:,} B)",
+        _crc_line(buf),
         "",
         "arenas:",
     ]

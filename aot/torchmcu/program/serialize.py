@@ -4,6 +4,8 @@ that put it in flash, its arenas in RAM and its kernels in the build."""
 from __future__ import annotations
 
 import re
+import struct
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,19 +93,53 @@ def program_dict(p: PGraph, mem: Plan, arenas: list[ArenaSpec] | ArenaSpec) -> t
     return prog, bytes(segment)
 
 
-def to_pte(prog: dict, segment: bytes) -> bytes:
+# Program.crc32 (program.fbs) while the buffer is built: any value but the default 0, which the
+# builder would leave out, and with it the field's room.
+_CRC_PLACEHOLDER = 0xFFFFFFFF
+_CRC_SLOT = 24  # the field's vtable offset (firmware/core/program.cc kCrcSlot)
+
+
+def crc_field(pte: bytes) -> int | None:
+    """Where Program.crc32 lies in the program, or None when it has none."""
+    root = struct.unpack_from("<I", pte, 0)[0]
+    vt = root - struct.unpack_from("<i", pte, root)[0]
+    vsize = struct.unpack_from("<H", pte, vt)[0]
+    off = struct.unpack_from("<H", pte, vt + _CRC_SLOT)[0] if vsize >= _CRC_SLOT + 2 else 0
+    return root + off if off else None
+
+
+def program_crc(pte: bytes) -> int | None:
+    """The CRC32 the program carries (compile --crc), or None."""
+    at = crc_field(pte)
+    return None if at is None else struct.unpack_from("<I", pte, at)[0]
+
+
+def seal(pte: bytes) -> bytes:
+    """The program with its Program.crc32 set: zlib's CRC-32 of all its bytes,
+    the field's own 4 counted as zero (what Program::load recomputes)."""
+    at = crc_field(pte)
+    assert at is not None, "the program has no crc32 field"
+    zeroed = pte[:at] + bytes(4) + pte[at + 4:]
+    return zeroed[:at] + struct.pack("<I", zlib.crc32(zeroed)) + zeroed[at + 4:]
+
+
+def to_pte(prog: dict, segment: bytes, crc: bool = False) -> bytes:
     """The flatbuffer, padded to 16 bytes, then the constant segment. The
     segment's offset is written into the flatbuffer itself, so the buffer is
     built twice; a scalar's value does not change the flatbuffer's size.
     The executable section the runtime runs (Program.exec) is derived here
-    from the rest of the tree, every time (schema/records.py)."""
+    from the rest of the tree, every time (schema/records.py). With `crc`,
+    or when the tree already has a crc32 (one decoded from a program with
+    one), the program carries its CRC32 (seal), recomputed here."""
     from .schema.records import derive
 
-    prog = dict(prog, constant_offset=0xFFFFFFF0, exec=derive(prog))
+    crc = crc or bool(prog.get("crc32"))
+    prog = dict(prog, constant_offset=0xFFFFFFF0, exec=derive(prog), crc32=_CRC_PLACEHOLDER if crc else 0)
     size = _pad(len(schema.encode(prog)))
     fb = schema.encode(dict(prog, constant_offset=size))
     assert _pad(len(fb)) == size
-    return fb + bytes(size - len(fb)) + segment
+    pte = fb + bytes(size - len(fb)) + segment
+    return seal(pte) if crc else pte
 
 
 def device_image(pte: bytes) -> bytes:
@@ -125,11 +161,14 @@ def device_image(pte: bytes) -> bytes:
         return out
 
     tree = strip(schema.decode(pte, derived=True), s.root)
+    crc = crc_field(pte) is not None  # its own CRC: other bytes than model.pte's
+    tree["crc32"] = _CRC_PLACEHOLDER if crc else 0
     segment = pte[tree["constant_offset"]:tree["constant_offset"] + tree["constant_size"]]
     size = _pad(len(schema.encode(dict(tree, constant_offset=0xFFFFFFF0))))
     fb = schema.encode(dict(tree, constant_offset=size))
     assert _pad(len(fb)) == size
-    return fb + bytes(size - len(fb)) + segment
+    image = fb + bytes(size - len(fb)) + segment
+    return seal(image) if crc else image
 
 
 def c_identifier(text: str) -> str:
