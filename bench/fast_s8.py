@@ -1,7 +1,7 @@
 """Issue #19 part 2: the portable int8 kernels' fast paths against CMSIS-NN.
 
     PYTHONPATH=aot .venv/bin/python bench/fast_s8.py [--boards mps3-an547 mps2-an386]
-        [--models ds_cnn] [--kernels portable cmsis-nn] [--ops]
+        [--models ds_cnn] [--kernels generic portable cmsis-nn] [--ops]
 
 For each model, board and kernel set: compile (int8, 32 calibration
 samples; compiled once per board), build, run one sample in QEMU with the
@@ -33,7 +33,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--boards", nargs="*", default=["mps3-an547", "mps2-an386"])
     ap.add_argument("--models", nargs="*", default=["ds_cnn"])
-    ap.add_argument("--kernels", nargs="*", default=["portable", "cmsis-nn"])
+    ap.add_argument("--kernels", nargs="*", default=["generic", "portable", "cmsis-nn"],
+                    help="portable, generic (portable built with -DTMCU_S8_GENERIC: no fast paths), cmsis-nn "
+                         "(needs TORCHMCU_CMSIS_NN_DIR)")
     ap.add_argument("--ops", action="store_true", help="instructions per op kind")
     ap.add_argument("--out", default=str(REPO / "build" / "fast_s8"))
     args = ap.parse_args()
@@ -47,7 +49,10 @@ def main() -> int:
             c = compile(model, example, board, out, quant="int8", calibration=calibration, progress=False)
             macs = c.report["macs"]
             for kernels in args.kernels:
-                elf = build_firmware(out, **({} if kernels == "portable" else {"kernels": kernels}))
+                if kernels == "generic":  # the portable kernels without their fast paths (as before #19)
+                    elf = build_firmware(out, opt="-Os -DTMCU_S8_GENERIC")
+                else:
+                    elf = build_firmware(out, **({} if kernels == "portable" else {"kernels": kernels}))
                 size = elf_size(elf)
                 parts = json.loads((out / "size.json").read_text())["parts"]
                 res = runner.run(out, [x], sim="qemu", profile=True)

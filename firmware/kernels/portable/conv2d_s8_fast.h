@@ -45,6 +45,10 @@ namespace {
 
 // Output channels whose folded biases are kept on the stack at a time.
 constexpr int32_t kOcChunk = 64;
+// Output channels per GEMM block: 4 x 2 pixels keeps MVE's 8 scalar
+// accumulators and 6 pointers in registers; the DSP path's expanded halfword
+// pairs take more, and 2 x 2 leaves room for them (4 x 2 spills).
+constexpr int kBlockOc = TMCU_S8_MVE ? 4 : 2;
 // Largest im2col patch (bytes per pixel; two pixels on the stack): 3x3x64.
 constexpr int32_t kMaxPatch = 576;
 
@@ -94,26 +98,48 @@ inline bool requant_vector_ok(const int32_t* multiplier, const int32_t* shift, i
 template <int NO, int NP>
 inline void dots(const int8_t* const* x, const int8_t* w, int32_t K, int32_t (*acc)[2]) {
   int32_t a[NO][NP];
-  #pragma GCC unroll 4
+#pragma GCC unroll 4
   for (int j = 0; j < NO; ++j) {
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < NP; ++i) a[j][i] = 0;
   }
-  for (int32_t k = 0; k < K; k += 16) {
-    const mve_pred16_t p = vctp8q(static_cast<uint32_t>(K - k));
+  const int8_t* xp[NP];
+  const int8_t* wp[NO];
+#pragma GCC unroll 4
+  for (int i = 0; i < NP; ++i) xp[i] = x[i];
+#pragma GCC unroll 4
+  for (int j = 0; j < NO; ++j) wp[j] = w + j * K;
+  int32_t k = K;
+  for (; k >= 16; k -= 16) {
     int8x16_t xv[NP];
-    #pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) xv[i] = vldrbq_z_s8(x[i] + k, p);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
+    for (int i = 0; i < NP; ++i) {
+      xv[i] = vldrbq_s8(xp[i]);
+      xp[i] += 16;
+    }
+#pragma GCC unroll 4
     for (int j = 0; j < NO; ++j) {
-      const int8x16_t wv = vldrbq_z_s8(w + j * K + k, p);
-      #pragma GCC unroll 4
+      const int8x16_t wv = vldrbq_s8(wp[j]);
+      wp[j] += 16;
+#pragma GCC unroll 4
       for (int i = 0; i < NP; ++i) a[j][i] = vmladavaq_s8(a[j][i], xv[i], wv);
     }
   }
-  #pragma GCC unroll 4
+  if (k > 0) {
+    const mve_pred16_t p = vctp8q(static_cast<uint32_t>(k));
+    int8x16_t xv[NP];
+#pragma GCC unroll 4
+    for (int i = 0; i < NP; ++i) xv[i] = vldrbq_z_s8(xp[i], p);
+#pragma GCC unroll 4
+    for (int j = 0; j < NO; ++j) {
+      const int8x16_t wv = vldrbq_z_s8(wp[j], p);
+#pragma GCC unroll 4
+      for (int i = 0; i < NP; ++i) a[j][i] = vmladavaq_s8(a[j][i], xv[i], wv);
+    }
+  }
+#pragma GCC unroll 4
   for (int j = 0; j < NO; ++j) {
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int i = 0; i < NP; ++i) acc[j][i] = a[j][i];
   }
 }
@@ -333,9 +359,9 @@ inline void im2col(const int8_t* in_n, Shape4 in_shape, int32_t kernel_h, int32_
       const int8_t* wc = w + oc0 * K;
       int32_t j = 0;
       if (np == 2) {
-        for (; j + 4 <= ocn; j += 4) {
+        for (; j + kBlockOc <= ocn; j += kBlockOc) {
           int8_t* oj[2] = {o[0] + j, o[1] + j};
-          block<4, 2>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant,
+          block<kBlockOc, 2>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant,
                       vector_requant);
         }
         for (; j < ocn; ++j) {
@@ -343,9 +369,9 @@ inline void im2col(const int8_t* in_n, Shape4 in_shape, int32_t kernel_h, int32_
           block<1, 2>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant, false);
         }
       } else {
-        for (; j + 4 <= ocn; j += 4) {
+        for (; j + kBlockOc <= ocn; j += kBlockOc) {
           int8_t* oj[1] = {o[0] + j};
-          block<4, 1>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant,
+          block<kBlockOc, 1>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant,
                       vector_requant);
         }
         for (; j < ocn; ++j) {
@@ -434,11 +460,81 @@ inline void im2col(const int8_t* in_n, Shape4 in_shape, int32_t kernel_h, int32_
   return true;
 }
 
-#else
+#else  // DSP
 
-inline bool depthwise_conv2d_s8(const int8_t*, Shape4, const int8_t*, int32_t, int32_t, int32_t, const int32_t*,
-                         const int32_t*, const int32_t*, int8_t*, Shape4, const QuantConvParams&) {
-  return false;
+// Per output pixel, 4 channels at a time over the window's in-bounds taps:
+// the even and the odd bytes of a word of inputs sign-extended to halfword
+// pairs, the offset added to both halves (x + offset is within +-255), and
+// SMLABB / SMLATT accumulate each channel's product. The channels beyond a
+// multiple of 4 in C.
+[[gnu::noinline]] inline bool depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w,
+                                                  int32_t kernel_h, int32_t kernel_w, int32_t depth_multiplier,
+                                                  const int32_t* bias, const int32_t* multiplier,
+                                                  const int32_t* shift, int8_t* out, Shape4 out_shape,
+                                                  const QuantConvParams& p) {
+  if (depth_multiplier != 1) return false;
+  const int32_t c_n = in_shape.c;
+  const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
+  const int32_t pad_top = p.pad_top, pad_left = p.pad_left;
+  const int32_t dil_h = p.dilation_h, dil_w = p.dilation_w;
+  const int32_t row_stride = in_shape.w * c_n;
+  const int32_t in_off = p.input_offset;
+  const int32_t off2 = static_cast<int32_t>((static_cast<uint32_t>(in_off) & 0xFFFFu) * 0x00010001u);
+  const int32_t x_step = dil_w * c_n;
+  const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
+  for (int32_t n = 0; n < out_shape.n; ++n) {
+    const int8_t* in_n = in + n * in_shape.h * row_stride;
+    for (int32_t oy = 0; oy < out_shape.h; ++oy) {
+      const int32_t iy0 = oy * stride_h - pad_top;
+      int32_t ky0, ky1;
+      s8::tap_range(iy0, in_shape.h, kernel_h, dil_h, &ky0, &ky1);
+      for (int32_t ox = 0; ox < out_shape.w; ++ox, out += c_n) {
+        const int32_t ix0 = ox * stride_w - pad_left;
+        int32_t kx0, kx1;
+        s8::tap_range(ix0, in_shape.w, kernel_w, dil_w, &kx0, &kx1);
+        int32_t c = 0;
+        for (; c + 4 <= c_n; c += 4) {
+          int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+          if (bias) {
+            a0 = bias[c];
+            a1 = bias[c + 1];
+            a2 = bias[c + 2];
+            a3 = bias[c + 3];
+          }
+          for (int32_t ky = ky0; ky < ky1; ++ky) {
+            const int8_t* x = in_n + (iy0 + ky * dil_h) * row_stride + (ix0 + kx0 * dil_w) * c_n + c;
+            const int8_t* wt = w + (ky * kernel_w + kx0) * c_n + c;
+            for (int32_t kx = kx0; kx < kx1; ++kx, x += x_step, wt += c_n) {
+              const int32_t xv = load32(x);
+              const int32_t wv = load32(wt);
+              const int16x2_t xe = __sadd16(__sxtb16(xv), off2);     // channels c, c + 2
+              const int16x2_t xo = __sadd16(sxtb16_ror8(xv), off2);  // c + 1, c + 3
+              const int16x2_t we = __sxtb16(wv);
+              const int16x2_t wo = sxtb16_ror8(wv);
+              a0 = __smlabb(xe, we, a0);
+              a2 = __smlatt(xe, we, a2);
+              a1 = __smlabb(xo, wo, a1);
+              a3 = __smlatt(xo, wo, a3);
+            }
+          }
+          out[c] = finish(a0, multiplier[c], shift[c], quant);
+          out[c + 1] = finish(a1, multiplier[c + 1], shift[c + 1], quant);
+          out[c + 2] = finish(a2, multiplier[c + 2], shift[c + 2], quant);
+          out[c + 3] = finish(a3, multiplier[c + 3], shift[c + 3], quant);
+        }
+        for (; c < c_n; ++c) {
+          int32_t a0 = bias ? bias[c] : 0;
+          for (int32_t ky = ky0; ky < ky1; ++ky) {
+            const int8_t* x = in_n + (iy0 + ky * dil_h) * row_stride + (ix0 + kx0 * dil_w) * c_n + c;
+            const int8_t* wt = w + (ky * kernel_w + kx0) * c_n + c;
+            for (int32_t kx = kx0; kx < kx1; ++kx, x += x_step, wt += c_n) a0 += (*x + in_off) * *wt;
+          }
+          out[c] = finish(a0, multiplier[c], shift[c], quant);
+        }
+      }
+    }
+  }
+  return true;
 }
 
 #endif
