@@ -8,7 +8,8 @@ differently: one input channel and a tall kernel (the stem of DS-CNN),
 padding, strides, dilation, channel counts that are no multiple of 4 or 16
 (the GEMM's remainder channels, the MVE tails), an odd pixel count (the last
 pixel alone), more than 64 output channels (two chunks of folded biases),
-1x1 kernels read in place (strided too), a patch beyond the im2col buffer
+1x1 kernels read in place (strided too), a residual ADD (MVE, binary_s8.cc),
+a patch beyond the im2col buffer
 (the generic fallback next to fast ops), ReLUs (zero point -128: the pad
 value -128) and a second output whose multipliers exceed 1 (positive
 shifts: its calibration cancels the taps, its test inputs do not, so
@@ -48,6 +49,7 @@ class FastPaths(nn.Module):
         self.stem = conv(1, 11, (5, 3), stride=(2, 1), padding=(2, 1))  # K = 15, in place of DS-CNN's 10x4
         self.dw = conv(11, 11, 3, padding=1, groups=11)  # 11 channels: MVE tail of 3
         self.pw = conv(11, 21, 1)  # K = 11 < 16, 21 = 5 x 4 + 1 output channels
+        self.res = conv(21, 21, 1)  # y + res(y): ADD of equal shapes, 1911 = 4 x 477 + 3 elements
         self.pw_s2 = conv(21, 21, 1, stride=2)  # 1x1 in place, strided: 4 x 4
         self.dw_s2 = conv(21, 21, 3, stride=2, padding=1, groups=21)  # 16 + 5 channels, stride 2: 2 x 2
         self.up = conv(21, 70, 1)  # 70 output channels: two chunks
@@ -67,6 +69,7 @@ class FastPaths(nn.Module):
         y = torch.relu(self.stem(x))
         y = torch.relu(self.dw(y))
         y = self.pw(y)
+        y = y + self.res(y)
         y = torch.relu(self.pw_s2(y))
         y = torch.clamp(self.dw_s2(y), 0, 6)
         y = torch.relu(self.up(y))
@@ -107,9 +110,10 @@ def test_fast_paths_bit_exact_in_qemu(board: str, tmp_path: Path) -> None:
     assert (np.abs(res.outputs[1].astype(np.int32)) >= 127).any()
     # The fast paths ran: the same firmware built with the generic kernels
     # (-DTMCU_S8_GENERIC, fast_s8.h) gives the same outputs and costs more
-    # in the convolutions the fast paths take (all but the K = 630 one).
+    # in the ops the fast paths take (all convolutions but the K = 630 one, the
+    # ADD on the M55; the M4 and M33 run the generic ADD).
     report = json.loads((tmp_path / "report.json").read_text())
-    fast_convs = [i for i, op in enumerate(report["ops"]) if op["kind"] == "conv2d" and op["name"] != "conv2d_6"]
+    fast_convs = [i for i, op in enumerate(report["ops"]) if op["kind"] in ("conv2d", "add") and op["name"] != "conv2d_7"]
     fast = sum(res.kernel_instructions()[i] for i in fast_convs)
     build_firmware(tmp_path, opt="-Os -DTMCU_S8_GENERIC")
     generic = runner.run(tmp_path, [x], sim="qemu", profile=True)

@@ -26,9 +26,7 @@
 
 #include "requantize_s8.h"
 
-#if TMCU_S8_MVE
-#include <arm_mve.h>
-#else
+#if !TMCU_S8_MVE
 #include <arm_acle.h>
 #endif
 
@@ -62,36 +60,6 @@ inline int8_t finish(int32_t acc, int32_t m, int32_t s, const s8::OutQuant& quan
 }
 
 #if TMCU_S8_MVE
-
-// requantize() of 4 lanes. VQRDMULH gives floor((x * m + 2^30) / 2^31)
-// exactly (it saturates only for m = INT32_MIN, and m >= 0). The division by
-// 2^-s rounding half away from zero is VRSHL's rounding shift (ties up) of
-// hi - 1 where hi < 0 and s < 0: with t that value, (t + 2^(e-1)) >> e =
-// (t >> e) + bit e-1 of t, requantize()'s form. A positive shift is VQSHL's
-// saturating left shift before the multiply: exact where x * 2^s fits int32;
-// where it does not, requantize() gives at least m in magnitude and this at
-// least m - 1, of the same sign, so with m >= 512 (requant_vector_ok) both
-// clamp to the same int8 bound.
-inline int32x4_t requant_v(int32x4_t acc, int32x4_t m, int32x4_t s) {
-  const int32x4_t zero = vdupq_n_s32(0);
-  const int32x4_t hi = vqrdmulhq_s32(vqshlq_s32(acc, vmaxq_s32(s, zero)), m);
-  const mve_pred16_t down = vcmpltq_n_s32(hi, 0) & vcmpltq_n_s32(s, 0);
-  return vrshlq_s32(vsubq_m_n_s32(hi, hi, 1, down), vminq_s32(s, zero));
-}
-
-inline int32x4_t clamp_v(int32x4_t v, const s8::OutQuant& q) {
-  return vaddq_n_s32(vminq_s32(vmaxq_s32(v, vdupq_n_s32(q.lo)), vdupq_n_s32(q.hi)), q.offset);
-}
-
-// True when requant_v is requantize() and the clamp for every channel of
-// [0, n): shifts <= 0, or multipliers 0 or >= 512 (the compiler's are 0 or
-// in [2^30, 2^31)).
-inline bool requant_vector_ok(const int32_t* multiplier, const int32_t* shift, int32_t n) {
-  for (int32_t i = 0; i < n; ++i) {
-    if (shift[i] > 0 && multiplier[i] != 0 && multiplier[i] < 512) return false;
-  }
-  return true;
-}
 
 // acc[j][i] = sum_k x_i[k] * w_j[k] for NO weight rows K apart and NP
 // patches; 16 lanes per step, the tail predicated.
