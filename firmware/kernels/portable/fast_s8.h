@@ -73,7 +73,7 @@ namespace fast {
 #endif
 
 // conv2d_s8_fast.h: fast::conv2d_s8 (one group, a patch of at most kMaxPatch
-// bytes, or a 1x1 kernel without padding: a GEMM of 4 output channels by 2
+// bytes, or a 1x1 kernel without padding: a GEMM of 4 (MVE) or 2 (DSP) output channels by 2
 // output pixels per inner loop) and fast::depthwise_conv2d_s8 (depth
 // multiplier 1: channels across the MVE lanes, or 4 per SMLABB/SMLATT step).
 
