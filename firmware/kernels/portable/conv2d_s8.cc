@@ -1,3 +1,4 @@
+#include "conv2d_s8_fast.h"
 #include "portable_s8.h"
 #include "requantize_s8.h"
 
@@ -60,6 +61,12 @@ void grouped_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32
                        int32_t kernel_w, int32_t group_channels, const int32_t* bias,
                        const int32_t* multiplier, const int32_t* shift, int8_t* out, Shape4 out_shape,
                        const QuantConvParams& p) {
+#if TMCU_S8_FAST
+  if (group_channels == in_shape.c &&
+      fast::conv2d_s8(in, in_shape, w, kernel_h, kernel_w, bias, multiplier, shift, out, out_shape, p)) {
+    return;
+  }
+#endif
   // Locals, not p's fields: int8 stores may alias p, forcing reloads.
   const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
   const int32_t pad_top = p.pad_top, pad_left = p.pad_left;
@@ -155,6 +162,12 @@ void depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int
                          int32_t kernel_w, int32_t depth_multiplier, const int32_t* bias,
                          const int32_t* multiplier, const int32_t* shift, int8_t* out,
                          Shape4 out_shape, const QuantConvParams& p) {
+#if TMCU_S8_FAST
+  if (fast::depthwise_conv2d_s8(in, in_shape, w, kernel_h, kernel_w, depth_multiplier, bias, multiplier,
+                                shift, out, out_shape, p)) {
+    return;
+  }
+#endif
   const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
   const int32_t pad_top = p.pad_top, pad_left = p.pad_left;
   const int32_t dil_h = p.dilation_h, dil_w = p.dilation_w;

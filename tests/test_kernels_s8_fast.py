@@ -1,0 +1,125 @@
+"""The int8 fast paths (firmware/kernels/portable/conv2d_s8_fast.h: SMLAD on
+DSP targets, MVE on the M55) bit for bit against the NumPy reference, in QEMU
+on the M4 (mps2-an386), the M33 (mps2-an505) and the M55 (mps3-an547). The
+host and the M3 build the generic kernels, which test_kernels_s8.py checks.
+
+One firmware per board runs a model made of the shapes the fast paths treat
+differently: one input channel and a tall kernel (the stem of DS-CNN),
+padding, strides, dilation, channel counts that are no multiple of 4 or 16
+(the GEMM's remainder channels, the MVE tails), an odd pixel count (the last
+pixel alone), more than 64 output channels (two chunks of folded biases),
+1x1 kernels read in place (strided too), a residual ADD (MVE, binary_s8.cc),
+a patch beyond the im2col buffer
+(the generic fallback next to fast ops), ReLUs (zero point -128: the pad
+value -128) and a second output whose multipliers exceed 1 (positive
+shifts: its calibration cancels the taps, its test inputs do not, so
+the outputs saturate). Several samples, random inputs beyond the
+calibration range.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import needs_arm_gcc, needs_qemu
+from torch import nn
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.compiler import compile
+from torchmcu.sim import runner
+
+H, W = 13, 7  # the stem's output: 13 x 7 = 91 pixels, an odd count
+
+
+class FastPaths(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(19)
+
+        def conv(*args, **kw) -> nn.Conv2d:
+            c = nn.Conv2d(*args, **kw)
+            with torch.no_grad():
+                c.weight.copy_(torch.randn(c.weight.shape, generator=g) / (c.weight[0].numel() ** 0.5))
+                c.bias.copy_(torch.randn(c.bias.shape, generator=g) * 0.1)
+            return c
+
+        self.stem = conv(1, 11, (5, 3), stride=(2, 1), padding=(2, 1))  # K = 15, in place of DS-CNN's 10x4
+        self.dw = conv(11, 11, 3, padding=1, groups=11)  # 11 channels: MVE tail of 3
+        self.pw = conv(11, 21, 1)  # K = 11 < 16, 21 = 5 x 4 + 1 output channels
+        self.res = conv(21, 21, 1)  # y + res(y): ADD of equal shapes, 1911 = 4 x 477 + 3 elements
+        self.pw_s2 = conv(21, 21, 1, stride=2)  # 1x1 in place, strided: 4 x 4
+        self.dw_s2 = conv(21, 21, 3, stride=2, padding=1, groups=21)  # 16 + 5 channels, stride 2: 2 x 2
+        self.up = conv(21, 70, 1)  # 70 output channels: two chunks
+        self.dil = conv(70, 9, 3, padding=2, dilation=2)  # K = 630 > 576: the generic kernel
+        self.mix = conv(9, 13, 3, padding=1)  # K = 81, 13 output channels
+        # Second output: taps +a and -a across the width; calibration inputs
+        # are constant across the width, so the calibrated output range is
+        # the bias alone, the output scale the quantizer's floor 2^-12, and
+        # the multipliers of the larger a exceed 1 (shifts -5 to 3).
+        self.cancel = nn.Conv2d(1, 6, (1, 2), bias=True)
+        with torch.no_grad():
+            a = torch.linspace(0.05, 16.0, 6)
+            self.cancel.weight.copy_(torch.stack([a, -a], 1).reshape(6, 1, 1, 2))
+            self.cancel.bias.copy_(torch.linspace(-3e-5, 3e-5, 6))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.relu(self.stem(x))
+        y = torch.relu(self.dw(y))
+        y = self.pw(y)
+        y = y + self.res(y)
+        y = torch.relu(self.pw_s2(y))
+        y = torch.clamp(self.dw_s2(y), 0, 6)
+        y = torch.relu(self.up(y))
+        y = self.dil(y)
+        y = self.mix(y)
+        return y, self.cancel(x)
+
+
+def _calibration(n: int) -> list[tuple[torch.Tensor]]:
+    g = np.random.default_rng(0)
+    rows = g.uniform(0.0, 3.0, size=(n, 1, 1, 2 * H - 1, 1)).astype(np.float32)
+    return [(torch.from_numpy(np.repeat(r, W, axis=-1)),) for r in rows]
+
+
+@needs_qemu
+@needs_arm_gcc
+@pytest.mark.parametrize("board", ["mps2-an386", "mps2-an505", "mps3-an547"])
+def test_fast_paths_bit_exact_in_qemu(board: str, tmp_path: Path) -> None:
+    model = FastPaths().eval()
+    example = (torch.zeros(1, 1, 2 * H - 1, W),)
+    c = compile(model, example, board, tmp_path, quant="int8", calibration=_calibration(16), progress=False,
+                io="int8")
+    codes = {op.code for op in c.graph.ops}
+    assert {"CONV2D_S8", "DEPTHWISE_CONV2D_S8"} <= codes, codes
+    build_firmware(tmp_path)
+    g = np.random.default_rng(1)
+    # Beyond the calibration range (negative values clamp to the zero point
+    # -128 region), and not constant across the width.
+    x = g.uniform(-1.0, 4.0, size=(4, 1, 1, 2 * H - 1, W)).astype(np.float32)
+    res = runner.run(tmp_path, [x], sim="qemu", profile=True)
+    assert res.exit_code == 0, res.raw[-1000:]
+    meta = runner.load_meta(tmp_path)
+    expected, tol = runner.expected(tmp_path, runner.split_samples(meta, [x]))
+    assert tol is None
+    mismatch, _ = runner.compare(res.outputs, expected, tol)
+    assert mismatch is None, str(mismatch)
+    # The second output saturates somewhere (its multipliers exceed 1).
+    assert (np.abs(res.outputs[1].astype(np.int32)) >= 127).any()
+    # The fast paths ran: the same firmware built with the generic kernels
+    # (-DTMCU_S8_GENERIC, fast_s8.h) gives the same outputs and costs more
+    # in the ops the fast paths take (all convolutions but the K = 630 one, the
+    # ADD on the M55; the M4 and M33 run the generic ADD).
+    report = json.loads((tmp_path / "report.json").read_text())
+    fast_convs = [i for i, op in enumerate(report["ops"]) if op["kind"] in ("conv2d", "add") and op["name"] != "conv2d_7"]
+    fast = sum(res.kernel_instructions()[i] for i in fast_convs)
+    build_firmware(tmp_path, opt="-Os -DTMCU_S8_GENERIC")
+    generic = runner.run(tmp_path, [x], sim="qemu", profile=True)
+    assert generic.exit_code == 0, generic.raw[-1000:]
+    for a, b in zip(res.outputs, generic.outputs):
+        np.testing.assert_array_equal(a, b)
+    slow = sum(generic.kernel_instructions()[i] for i in fast_convs)
+    print(f"{board}: convolutions {fast:,} instructions fast, {slow:,} generic")
+    assert fast < 0.6 * slow, (fast, slow)
