@@ -28,9 +28,10 @@ import torch
 from conftest import needs_arm_gcc, needs_qemu
 from torch import nn
 from torchmcu import cli
-from torchmcu.boards import board_sources, linker_script, load_board
+from torchmcu.boards import board_sources, load_board
 from torchmcu.compiler import compile
 from torchmcu.export.arduino import ArduinoExportError, export_arduino
+from torchmcu.linker import linker_script
 from torchmcu.program.kernel_table import kernel_symbol
 from torchmcu.sim import run_qemu, runner
 from torchmcu.sources import CFLAGS, CXXFLAGS, FIRMWARE

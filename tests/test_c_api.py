@@ -18,8 +18,9 @@ import pytest
 import torch
 from conftest import REPO, needs_arm_gcc, needs_qemu
 from torch import nn
-from torchmcu.boards import board_sources, linker_script, load_board
+from torchmcu.boards import board_sources, load_board
 from torchmcu.compiler import compile
+from torchmcu.linker import linker_script
 from torchmcu.program.interpret import run_reference
 from torchmcu.sim import runner
 from torchmcu.sources import FIRMWARE, runtime_sources

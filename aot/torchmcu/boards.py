@@ -21,13 +21,14 @@ from .errors import TorchMCUError
 __all__ = [
     "BOARDS_DIR",
     "FIRMWARE_BOARDS_DIR",
+    "UART_KINDS",
     "Board",
     "BoardError",
     "Core",
     "Memory",
     "Npu",
+    "RenodeTarget",
     "board_sources",
-    "linker_script",
     "list_boards",
     "load_board",
 ]
@@ -37,7 +38,7 @@ BOARDS_DIR = _REPO_ROOT / "boards"
 FIRMWARE_BOARDS_DIR = _REPO_ROOT / "firmware" / "boards"
 
 # What a memory may hold. "code"/"rodata" go to the layout's code memory,
-# "data"/"bss"/"stack" to its data memory, "arena" to linker_script(arenas=).
+# "data"/"bss"/"stack" to its data memory, "arena" to linker.linker_script(arenas=).
 _HOLDS = frozenset({"code", "rodata", "data", "bss", "stack", "arena"})
 _KINDS = frozenset({"code", "ram"})
 _MVE = ("none", "int", "float")
@@ -47,6 +48,10 @@ _MVE = ("none", "int", "float")
 # torchmcu.sim.xtrun).
 _ARCHES = ("cortex-m", "xtensa")
 _FLOAT_ABIS = ("soft", "softfp", "hard")
+# The UARTs firmware/boards/platform.cc drives, by register layout (its TMCU_BOARD_UART_KIND):
+# Arm's CMSDK APB UART (MPS2/MPS3), ST's USART of the F1/F2/F4 series (SR, DR, BRR, CR1) and
+# ST's LPUART of the L4/L5/G4/H7 series (CR1, BRR, ISR, TDR; the USARTs there share it).
+UART_KINDS = {"cmsdk": 0, "stm32-usart": 1, "stm32-lpuart": 2}
 _SECTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Cores whose -mcpu default includes features a board may lack; the matching
@@ -126,6 +131,14 @@ class Npu:
 
 
 @dataclass(frozen=True)
+class RenodeTarget:
+    """How Renode runs the board (the [renode] table; torchmcu.sim.renode)."""
+    platform: str  # the platform description: a .repl of the repository's sim/renode/, or a path
+    uart: str  # the peripheral the firmware writes to, as the platform names it (e.g. sysbus.usart2)
+    mips: int  # the core's instructions per microsecond in Renode's virtual time (PerformanceInMips)
+
+
+@dataclass(frozen=True)
 class Board:
     name: str
     description: str
@@ -144,6 +157,8 @@ class Board:
     # The backends that may take ops on this board, in priority order (torchmcu.backends); empty:
     # every backend that applies to it.
     backends: tuple[str, ...] = ()
+    uart_kind: str = "cmsdk"  # one of UART_KINDS: the register layout of the UART at uart_base
+    renode: RenodeTarget | None = None  # the [renode] table, when Renode runs the board
 
     # -- core -----------------------------------------------------------
     @property
@@ -194,6 +209,9 @@ class Board:
         c = self.core
         return {
             "TMCU_BOARD_UART_BASE": f"0x{self.uart_base:08x}u",
+            "TMCU_BOARD_UART_KIND": str(UART_KINDS[self.uart_kind]),
+            # A simulator without semihosting (Renode) learns the exit status from a last UART line.
+            "TMCU_BOARD_EXIT_LINE": "1" if self.renode else "0",
             "TMCU_BOARD_CLOCK_HZ": f"{c.clock_hz}u",
             # Whether CPACR must grant CP10/CP11: MVE needs it too, FPU or not.
             "TMCU_BOARD_HAS_FPU": "1" if c.has_fpu else "0",
@@ -294,6 +312,8 @@ def _parse_board(raw: dict, path: Path) -> Board:
     qemu_t = _get(raw, "qemu", dict, where) if "qemu" in raw else {}
     layout_t = _get(raw, "layout", dict, where)
     io_t = _get(raw, "io", dict, where) if "io" in raw else {"base": 0, "size": 0}
+    # [uart]: the UART the firmware prints on, for parts QEMU does not run (else [qemu] uart_base, a CMSDK UART).
+    uart_t = _get(raw, "uart", dict, where) if "uart" in raw else {}
     mem_list = _get(raw, "memory", list, where)
 
     w = f"{where} [core]"
@@ -374,7 +394,10 @@ def _parse_board(raw: dict, path: Path) -> Board:
         core=core,
         memories=tuple(memories),
         qemu_machine=_get(qemu_t, "machine", str, f"{where} [qemu]") if qemu_t else "",
-        uart_base=_get(qemu_t, "uart_base", int, f"{where} [qemu]") if qemu_t else 0,
+        uart_base=(_get(uart_t, "base", int, f"{where} [uart]") if uart_t else
+                   _get(qemu_t, "uart_base", int, f"{where} [qemu]") if qemu_t else 0),
+        uart_kind=_get(uart_t, "kind", str, f"{where} [uart]") if uart_t else "cmsdk",
+        renode=_parse_renode(raw["renode"], f"{where} [renode]") if "renode" in raw else None,
         io_base=io_base,
         io_size=io_size,
         code_memory=_get(layout_t, "code", str, w),
@@ -396,7 +419,18 @@ def _parse_board(raw: dict, path: Path) -> Board:
         raise BoardError(f"{w}: data memory {data.name!r} must be ram holding data, bss and stack")
     if board.stack_size <= 0 or board.stack_size % 8:
         raise BoardError(f"{w}: stack_size must be a positive multiple of 8")
+    if board.uart_kind not in UART_KINDS:
+        raise BoardError(f"{where} [uart]: kind must be one of {', '.join(UART_KINDS)}, got {board.uart_kind!r}")
     return board
+
+
+def _parse_renode(t: dict, where: str) -> RenodeTarget:
+    if not isinstance(t, dict):
+        raise BoardError(f"{where}: must be a table")
+    r = RenodeTarget(_get(t, "platform", str, where), _get(t, "uart", str, where), _get(t, "mips", int, where))
+    if r.mips <= 0:
+        raise BoardError(f"{where}: mips must be positive")
+    return r
 
 
 def _parse_npu(t: dict, memories: list[str], where: str) -> Npu:
@@ -421,178 +455,3 @@ def board_sources() -> list[Path]:
     """
     exts = {".c", ".cc", ".cpp", ".S", ".s"}
     return sorted(p for p in FIRMWARE_BOARDS_DIR.iterdir() if p.is_file() and p.suffix in exts)
-
-
-# Linker script
-
-def linker_script(board: Board, arenas: dict[str, str] | None = None, program_memory: str | None = None,
-                  stack_size: int | None = None) -> str:
-    """Generate a GNU ld script for ``board``.
-
-    Layout: vector table, .text, .rodata (model programs in
-    ``.rodata.tmcu_program*`` first, 16-byte aligned), init arrays and unwind
-    tables in the code memory; the stack (at the bottom, so an overflow runs
-    off the memory rather than into variables), .data (loaded from the code
-    memory, copied at reset) and .bss in the data memory.
-
-    ``arenas`` maps an output section name to a memory name; each becomes a
-    NOLOAD section collecting the input sections ``.bss.<name>*`` into that
-    memory, bounded by ``__<name>_start``/``__<name>_end``. Arenas are not
-    zeroed at reset: they are scratch space the runtime initialises.
-
-    ``stack_size``: default the board's (the most; `torchmcu build` sizes it from the computed worst case).
-    """
-    stack_size = board.stack_size if stack_size is None else stack_size
-    if stack_size <= 0 or stack_size % 8:
-        raise BoardError(f"stack size {stack_size}: a positive multiple of 8 bytes")
-    arenas = dict(arenas or {})
-    code = board.memory(board.code_memory)
-    # Programs too large for the code memory go to another that may hold
-    # read-only data ("rodata" in its holds), in a loaded section of their own.
-    program = board.memory(program_memory) if program_memory else code
-    if program is not code and "rodata" not in program.holds:
-        able = ", ".join(m.name for m in board.memories if "rodata" in m.holds)
-        raise BoardError(f"memory {program.name!r} of board {board.name!r} cannot hold programs; memories that can: {able}")
-    data = board.memory(board.data_memory)
-
-    arena_sections: list[tuple[str, Memory]] = []
-    for out_name, mem_name in arenas.items():
-        sec = out_name.lstrip(".")
-        if not _SECTION_NAME.match(sec):
-            raise BoardError(f"arena section name {out_name!r} must be an identifier (optionally with a leading dot)")
-        try:
-            mem = board.memory(mem_name)
-        except BoardError as e:
-            raise BoardError(f"arena {out_name!r}: {e}") from None
-        if "arena" not in mem.holds:
-            able = ", ".join(m.name for m in board.memories if "arena" in m.holds)
-            raise BoardError(
-                f"arena {out_name!r}: memory {mem_name!r} of board {board.name!r} cannot hold arenas; "
-                f"memories that can: {able}")
-        if sec in {"text", "rodata", "data", "bss", "stack", "vectors"}:
-            raise BoardError(f"arena section name {out_name!r} clashes with a standard section")
-        arena_sections.append((sec, mem))
-    seen = [s for s, _ in arena_sections]
-    if len(set(seen)) != len(seen):
-        raise BoardError(f"arena section names must be unique: {seen}")
-
-    L: list[str] = []
-    add = L.append
-    add(f"/* Generated by torchmcu.boards for board {board.name}; do not edit. */")
-    add("ENTRY(Reset_Handler)")
-    add("")
-    add("MEMORY")
-    add("{")
-    for m in board.memories:
-        attrs = "rx" if m.kind == "code" else "rwx"
-        add(f"  {m.name} ({attrs}) : ORIGIN = 0x{m.base:08x}, LENGTH = 0x{m.size:08x}")
-    add("}")
-    add("")
-    add(f"__tmcu_stack_size = 0x{stack_size:x};")
-    add(f"__tmcu_io_base = 0x{board.io_base:08x};")
-    add(f"__tmcu_io_size = 0x{board.io_size:x};")
-    add("")
-    add("SECTIONS")
-    add("{")
-    # VTOR needs the table aligned to its size rounded up to a power of two;
-    # the startup's table is 32 words, so 128 bytes.
-    add("  .text : ALIGN(128)")
-    add("  {")
-    add("    __tmcu_vectors_start = .;")
-    add("    KEEP(*(.vectors))")
-    add("    *(.text .text.* .gnu.linkonce.t.*)")
-    add("    *(.glue_7 .glue_7t .vfp11_veneer .v4_bx)")
-    add("  } > " + code.name)
-    add("")
-    if program is not code:
-        add("  /* Model programs in their own memory (see program_memory). */")
-        add("  .tmcu_program : ALIGN(16)")
-        add("  {")
-        add("    __tmcu_program_start = .;")
-        add("    KEEP(*(SORT_BY_NAME(.rodata.tmcu_program*)))")
-        add("    . = ALIGN(16);")
-        add("    __tmcu_program_end = .;")
-        add(f"  }} > {program.name}")
-        add("")
-    add("  .rodata : ALIGN(16)")
-    add("  {")
-    add("    /* Model programs: first, on a 16-byte boundary; kept even if only")
-    add("       reached through tables the linker cannot see. Each object")
-    add("       carries its own alignment (emit them with alignas(16)). */")
-    if program is code:
-        add("    . = ALIGN(16);")
-        add("    __tmcu_program_start = .;")
-        add("    KEEP(*(SORT_BY_NAME(.rodata.tmcu_program*)))")
-        add("    . = ALIGN(16);")
-        add("    __tmcu_program_end = .;")
-    add("    *(.rodata .rodata.* .gnu.linkonce.r.*)")
-    add("    . = ALIGN(4);")
-    add("  } > " + code.name)
-    add("")
-    add("  .ARM.extab : { *(.ARM.extab* .gnu.linkonce.armextab.*) } > " + code.name)
-    add("  .ARM.exidx :")
-    add("  {")
-    add("    __exidx_start = .;")
-    add("    *(.ARM.exidx* .gnu.linkonce.armexidx.*)")
-    add("    __exidx_end = .;")
-    add("  } > " + code.name)
-    add("")
-    add("  /* Static constructors, run by Reset_Handler before main. */")
-    add("  .init_array : ALIGN(4)")
-    add("  {")
-    add("    __tmcu_preinit_array_start = .;")
-    add("    KEEP(*(.preinit_array))")
-    add("    __tmcu_preinit_array_end = .;")
-    add("    __tmcu_init_array_start = .;")
-    add("    KEEP(*(SORT_BY_INIT_PRIORITY(.init_array.*)))")
-    add("    KEEP(*(.init_array))")
-    add("    __tmcu_init_array_end = .;")
-    add("  } > " + code.name)
-    add("")
-    add("  /* The stack comes first in the data memory and grows down towards its")
-    add("     start, so an overflow leaves the memory instead of overwriting .data")
-    add("     and .bss; on Armv8-M the startup also sets MSPLIM to")
-    add("     __tmcu_stack_bottom, turning an overflow into a reported fault. */")
-    add("  .stack (NOLOAD) : ALIGN(8)")
-    add("  {")
-    add("    __tmcu_stack_bottom = .;")
-    add("    . += __tmcu_stack_size;")
-    add("    . = ALIGN(8);")
-    add("    __tmcu_stack_top = .;")
-    add(f"  }} > {data.name}")
-    add("")
-    add("  /* Initialised data: stored after the code, copied by Reset_Handler. */")
-    add("  .data : ALIGN(4)")
-    add("  {")
-    add("    __tmcu_data_start = .;")
-    add("    *(.data .data.* .gnu.linkonce.d.*)")
-    add("    . = ALIGN(4);")
-    add("    __tmcu_data_end = .;")
-    add(f"  }} > {data.name} AT > {code.name}")
-    add("  __tmcu_data_load = LOADADDR(.data);")
-    add("")
-    if arena_sections:
-        add("  /* Arenas: before .bss so that .bss.* does not swallow them")
-        add("     (ld assigns an input section to the first pattern that matches).")
-        add("     NOLOAD and not zeroed at reset. */")
-    for sec, mem in arena_sections:
-        add(f"  .{sec} (NOLOAD) : ALIGN(16)")
-        add("  {")
-        add(f"    __{sec}_start = .;")
-        add(f"    *(.bss.{sec} .bss.{sec}.* .bss.{sec}*)")
-        add("    . = ALIGN(16);")
-        add(f"    __{sec}_end = .;")
-        add(f"  }} > {mem.name}")
-        add("")
-    add("  .bss (NOLOAD) : ALIGN(4)")
-    add("  {")
-    add("    __tmcu_bss_start = .;")
-    add("    *(.bss .bss.* .gnu.linkonce.b.*)")
-    add("    *(COMMON)")
-    add("    . = ALIGN(4);")
-    add("    __tmcu_bss_end = .;")
-    add(f"  }} > {data.name}")
-    add("")
-    add("  /DISCARD/ : { *(.note.GNU-stack) *(.gnu_debuglink) }")
-    add("}")
-    return "\n".join(L) + "\n"

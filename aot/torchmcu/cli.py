@@ -231,6 +231,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "the host runner counts no instructions",
         "stack_used": res.stack_used,
     }
+    if res.sim_instructions is not None:  # Renode: its own count of the whole run (load, every sample, output)
+        result["simulator_instructions"] = res.sim_instructions
+        result["note"] = "Renode: ticks of its virtual clock; simulator_instructions: the whole run, Renode's count"
     if res.npu:  # the NPU's own counts, per partition (the Ethos-U delegate's PMU, profiled run)
         result["npu"] = {str(k): v for k, v in sorted(res.npu.items())}
         result["note"] = "an FVP counts no instructions; npu: the NPU's PMU cycles and beats per call"
@@ -289,6 +292,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             if result["framework_overhead_per_op"] is not None:
                 print(f"framework overhead: {result['framework_overhead_per_op']:,} instructions per op "
                       f"(inference less the kernels' own, over {len(ops)} ops; mean of {args.repeat} run(s))")
+        if res.sim_instructions is not None:
+            print(f"instructions of the whole run (Renode's count; load, {len(res.sample_ticks)} sample(s) and "
+                  f"output): {res.sim_instructions:,}")
         for k, figures in sorted(res.npu.items()):
             counts = ", ".join(f"{name} {v:,.0f}" for name, v in figures.items() if name not in ("cycles", "calls"))
             print(f"NPU partition {k}: {figures.get('cycles', 0):,.0f} cycles per call (PMU; {counts})")
@@ -534,7 +540,9 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("dir")
     r.add_argument("--sim", default="qemu", choices=sorted(RUNNERS),
                    help="qemu (default), host (the runtime built for this machine), fvp: the board's Arm "
-                        "Corstone FVP from $TORCHMCU_FVP_DIR, which runs the Ethos-U NPU, or xt-run: Cadence's "
+                        "Corstone FVP from $TORCHMCU_FVP_DIR, which runs the Ethos-U NPU, renode: "
+                        "Renode, for the parts it models that QEMU does not (boards with a [renode] table: "
+                        "stm32f407vg, stm32l552ze), or xt-run: Cadence's "
                         "Xtensa ISS for HiFi boards ($XTENSA_TOOLCHAIN_PATH, $XTENSA_CORE)")
     r.add_argument("--input", action="append", default=[],
                    help=".npy per model input (or one .npz); a leading extra axis is a batch of samples. "

@@ -79,6 +79,31 @@ inline CmsdkUart& uart0() {
   return *reinterpret_cast<CmsdkUart*>(static_cast<uintptr_t>(TMCU_BOARD_UART_BASE));
 }
 
+// The board's UART, by register layout (torchmcu.boards.UART_KINDS):
+// 0 the CMSDK UART above, 1 ST's USART of the F1/F2/F4 series (RM0090),
+// 2 ST's LPUART/USART of the L4/L5/G4/H7 series (RM0438).
+#ifndef TMCU_BOARD_UART_KIND
+#define TMCU_BOARD_UART_KIND 0
+#endif
+
+// ST USART, F4 layout: status, data, baud rate, control 1.
+constexpr uintptr_t kStUsartSr = 0x00;
+constexpr uintptr_t kStUsartDr = 0x04;
+constexpr uintptr_t kStUsartBrr = 0x08;
+constexpr uintptr_t kStUsartCr1 = 0x0C;
+constexpr uint32_t kStUsartSrTxe = 1u << 7;   // transmit data register empty
+constexpr uint32_t kStUsartCr1Ue = 1u << 13;  // USART enable
+constexpr uint32_t kStUsartCr1Te = 1u << 3;   // transmitter enable
+
+// ST LPUART, L5 layout: control 1 first, interrupt status and transmit data apart.
+constexpr uintptr_t kStLpuartCr1 = 0x00;
+constexpr uintptr_t kStLpuartBrr = 0x0C;
+constexpr uintptr_t kStLpuartIsr = 0x1C;
+constexpr uintptr_t kStLpuartTdr = 0x28;
+constexpr uint32_t kStLpuartIsrTxe = 1u << 7;  // TXE (TXFNF with the FIFO on): room for a byte
+constexpr uint32_t kStLpuartCr1Ue = 1u << 0;
+constexpr uint32_t kStLpuartCr1Te = 1u << 3;
+
 inline void dsb_isb() {
   __asm__ volatile("dsb 0xf\n\tisb 0xf" ::: "memory");
 }

@@ -56,10 +56,21 @@ void dwt_start() {
 
 void uart_enable() {
   if (g_uart_ready || TMCU_BOARD_UART_BASE == 0) return;  // 0: a board without a UART
+  [[maybe_unused]] constexpr uintptr_t base = TMCU_BOARD_UART_BASE;
+  // The peripheral's clock and pins are the part's own start-up code's
+  // business on hardware (RCC, GPIO alternate functions); simulators need neither.
+#if TMCU_BOARD_UART_KIND == 1
+  reg32(base + kStUsartBrr) = TMCU_BOARD_CLOCK_HZ / 115200u;  // oversampling by 16
+  reg32(base + kStUsartCr1) = kStUsartCr1Ue | kStUsartCr1Te;
+#elif TMCU_BOARD_UART_KIND == 2
+  reg32(base + kStLpuartBrr) = static_cast<uint32_t>((256ull * TMCU_BOARD_CLOCK_HZ) / 115200u);  // LPUART: 256 fck / baud
+  reg32(base + kStLpuartCr1) = kStLpuartCr1Ue | kStLpuartCr1Te;
+#else
   CmsdkUart& u = uart0();
   // QEMU ignores the rate but flags divisors below 16 as guest errors.
   u.bauddiv = TMCU_BOARD_CLOCK_HZ / 115200u;
   u.ctrl = kUartCtrlTxEnable;  // without it the UART drops every byte
+#endif
   g_uart_ready = true;
 }
 
@@ -115,11 +126,22 @@ extern "C" void tmcu_platform_write(const char* s, size_t n) {
   // A board described without a UART (no [qemu] table, e.g. a part of one's own
   // whose output the application does its own way): nothing to write to.
   if (TMCU_BOARD_UART_BASE == 0) return;
-  CmsdkUart& u = uart0();
+  [[maybe_unused]] constexpr uintptr_t base = TMCU_BOARD_UART_BASE;
   for (size_t i = 0; i < n; ++i) {
+#if TMCU_BOARD_UART_KIND == 1
+    while (!(reg32(base + kStUsartSr) & kStUsartSrTxe)) {
+    }
+    reg32(base + kStUsartDr) = static_cast<uint8_t>(s[i]);
+#elif TMCU_BOARD_UART_KIND == 2
+    while (!(reg32(base + kStLpuartIsr) & kStLpuartIsrTxe)) {
+    }
+    reg32(base + kStLpuartTdr) = static_cast<uint8_t>(s[i]);
+#else
+    CmsdkUart& u = uart0();
     while (u.state & kUartStateTxFull) {
     }
     u.data = static_cast<uint8_t>(s[i]);
+#endif
   }
 }
 
@@ -151,6 +173,14 @@ extern "C" uint64_t tmcu_platform_ticks(void) {
 }
 
 extern "C" void tmcu_platform_exit(int code) {
+#if TMCU_BOARD_EXIT_LINE
+  // Renode has no semihosting on Cortex-M: the runner reads the status here
+  // and stops the simulation (torchmcu.sim.renode).
+  uart_enable();
+  write_str("tmcu: exit status=");
+  write_dec(static_cast<uint32_t>(code));
+  write_str("\r\n");
+#endif
   // Semihosting SYS_EXIT_EXTENDED (0x20): r1 points at {reason, subcode};
   // reason ADP_Stopped_ApplicationExit (0x20026) makes the subcode the exit
   // status. BKPT 0xAB is the M-profile semihosting trap.

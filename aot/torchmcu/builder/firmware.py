@@ -36,8 +36,9 @@ from pathlib import Path
 
 from .. import backends
 from ..backends.base import BuildParts
-from ..boards import Board, board_sources, linker_script, load_board
+from ..boards import Board, board_sources, load_board
 from ..errors import BuildError
+from ..linker import linker_script
 from ..program import serialize
 from ..sources import CFLAGS, CXXFLAGS, FIRMWARE, REPO, runtime_sources
 from ..toolchain import CROSS, require, write_if_changed

@@ -31,8 +31,9 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from .. import __version__
-from ..boards import Board, Npu, board_sources, linker_script, list_boards, load_board
+from ..boards import Board, Npu, board_sources, list_boards, load_board
 from ..errors import TorchMCUError
+from ..linker import linker_script
 from ..sources import REPO
 
 FIRMWARE = REPO / "firmware"

@@ -2,13 +2,13 @@
 interface, and the run of a compiled model's build directory.
 
 - base.py: the Runner interface, SimResult, running a command with a time limit.
-- qemu.py, host.py, fvp.py, xtrun.py, serial.py: the runners. Their
+- qemu.py, host.py, fvp.py, renode.py, xtrun.py, serial.py: the runners. Their
   platform and configuration files are in the repository's sim/ folder.
 - runner.py: a build directory run on any of them, its outputs read back
   from the firmware's line protocol, and the check against the reference.
 
-A new simulator (Renode, say) is one more module here with a class that
-has the Runner attributes and `run`, added to RUNNERS.
+A new simulator is one more module here with a class that has the Runner
+attributes and `run`, added to RUNNERS.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from .base import EXIT_CODES, IoBlobTooLarge, Runner, SimResult, SimulatorNotFou
 from .fvp import FvpRunner
 from .host import HostRunner
 from .qemu import QemuRunner
+from .renode import RenodeRunner
 from .xtrun import XtRunner
 
 __all__ = ["EXIT_CODES", "IoBlobTooLarge", "QemuRunner", "RUNNERS", "Runner", "SimResult", "SimulatorNotFound",
            "get_runner", "qemu_available", "run_qemu"]
 
-RUNNERS: dict[str, Runner] = {r.name: r for r in (QemuRunner(), HostRunner(), FvpRunner(), XtRunner())}
+RUNNERS: dict[str, Runner] = {r.name: r for r in (QemuRunner(), HostRunner(), FvpRunner(), RenodeRunner(),
+                                                  XtRunner())}
 
 
 def get_runner(name: str = "qemu") -> Runner:

@@ -52,6 +52,8 @@ class RunResult:
     # and the stack's size.
     stack_used: int | None = None
     stack_size: int | None = None
+    # The whole run's instructions as the simulator counts them itself (Renode's monitor), when it does.
+    sim_instructions: int | None = None
 
     def instructions(self, ticks: float) -> int | None:
         return None if self.instructions_per_tick is None else round(ticks * self.instructions_per_tick)
@@ -220,7 +222,7 @@ def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str | Runner = "qemu
     return RunResult(outputs, res.exit_code, info["load_ticks"], info["sample_ticks"], info["op_ticks"], ipt,
                      res.stdout, res.command, calib_ticks=info["calib_ticks"], repeat_ticks=info["repeat_ticks"],
                      runs=info["runs"], npu=parse_npu(res.stdout), stack_used=info["stack_used"],
-                     stack_size=info["stack_size"])
+                     stack_size=info["stack_size"], sim_instructions=getattr(res, "stats", {}).get("instructions"))
 
 
 @dataclass
