@@ -66,6 +66,7 @@ bench: setup
 	$(PY) bench/zoo.py
 
 # libFuzzer over the program loader and method init, seeded with compiled programs.
+# Its build, corpus and crash artifacts: $TORCHMCU_CACHE_DIR/fuzz (default ~/.cache/torchmcu/fuzz).
 fuzz: setup
 	$(PY) -m torchmcu.fuzz --seconds 600
 
@@ -74,5 +75,7 @@ fuzz: setup
 pack: setup
 	$(PY) -m torchmcu.export.pack -o build/pack $(if $(PACK_URL),--url $(PACK_URL))
 
+# The shared caches (firmware objects, host runner, CMSIS-NN library, fuzzer) are in
+# $TORCHMCU_CACHE_DIR (default ~/.cache/torchmcu), outside the tree.
 clean:
 	rm -rf build .pytest_cache

@@ -7,7 +7,7 @@ TORCHMCU_CMSIS_NN_DIR (the root of a CMSIS-NN checkout) and skip without it.
 One program per model, compiled once: it runs on M4 (DSP), M33 (DSP) and M55
 (MVE) and must give the NumPy reference's bits (and so the portable
 kernels') on each. Built objects are reused: CMSIS-NN once per board in
-build/cmsis-nn/ (by build_firmware itself), the runtime once per board in a
+$TORCHMCU_CACHE_DIR/cmsis-nn/ (by build_firmware itself), the runtime once per board in a
 session directory every model of that board is built in.
 """
 

@@ -122,8 +122,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"wrote {archive} and {archive.parent / 'include'}/ (the model's header, torchmcu/torchmcu.h); "
               "link the archive with -Wl,--gc-sections")
         return 0
-    elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
-                         verify=args.verify, app=args.app or None, stack=stack)
+    from .outdir import holding
+
+    with holding(args.dir):  # no compile swaps the directory while its firmware is built from it
+        elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
+                             verify=args.verify, app=args.app or None, stack=stack)
     if elf.name == "firmware-xtensa.elf":  # a HiFi board: Cadence's tools and nnlib (torchmcu.backends.hifi.build)
         print(f"{elf}: built for Xtensa (commands: {elf.parent / 'fw-xtensa' / 'build.sh'})")
         return 0

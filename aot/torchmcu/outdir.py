@@ -70,7 +70,7 @@ def _lock(real: Path, shown: Path) -> tuple[int, Path]:
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
-            raise TorchMCUError(f"{shown}: another compile into this directory is running ({holder}); "
+            raise TorchMCUError(f"{shown}: another compile or build of this directory is running ({holder}); "
                                 "wait for it to finish or choose another directory") from None
         # The holder deletes the file when it releases it: a lock taken on a file no longer at
         # `path` guards nothing (a third process may have created and locked a new one). Retry.

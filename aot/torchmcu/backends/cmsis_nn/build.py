@@ -3,7 +3,7 @@ in this repository. The user's checkout is named by TORCHMCU_CMSIS_NN_DIR
 (its root: Include/, Source/), or `torchmcu deps cmsis-nn` fetched its pack;
 CMSIS-NN releases before 5.0 also include CMSIS-Core's cmsis_compiler.h,
 found through TORCHMCU_CMSIS_CORE_DIR. Its C sources are compiled once per
-board and flags into build/cmsis-nn/<board>-<hash>/libcmsis-nn.a, at -O2 as
+board and flags into $TORCHMCU_CACHE_DIR/cmsis-nn/<board>-<hash>/libcmsis-nn.a, at -O2 as
 TFLM's release builds, with its own flags (its warnings are not errors);
 the firmware links that archive and --gc-sections keeps what the kernels
 call."""
@@ -16,13 +16,19 @@ from pathlib import Path
 
 from ...boards import Board
 from ...errors import BuildError
-from ...sources import FIRMWARE, REPO
+from ...outdir import cache_root
+from ...sources import FIRMWARE
 from ...toolchain import CROSS, cmsis_core_include, write_if_changed
 from ..base import BuildParts
 from .fetch import CMSIS_NN_ENV, cached_cmsis_nn_dir
 
 CMSIS_NN_CFLAGS = ["-O2", "-ffunction-sections", "-fdata-sections"]
-CMSIS_NN_CACHE = REPO / "build" / "cmsis-nn"
+
+
+def cmsis_nn_cache() -> Path:
+    """Where the compiled CMSIS-NN libraries go: the user's cache (torchmcu.outdir.cache_root), never the
+    source tree, which an installed torchmcu may not have writable."""
+    return cache_root() / "cmsis-nn"
 
 
 def cmsis_nn_dir() -> Path:
@@ -65,7 +71,7 @@ class CmsisNNBuild:
         for f in [*self.sources, *sorted((self.root / "Include").rglob("*.h"))]:
             digest.update(str(f.relative_to(self.root)).encode())
             digest.update(f.read_bytes())
-        self.library = CMSIS_NN_CACHE / f"{board.name}-{digest.hexdigest()[:16]}" / "libcmsis-nn.a"
+        self.library = cmsis_nn_cache() / f"{board.name}-{digest.hexdigest()[:16]}" / "libcmsis-nn.a"
 
     def describe(self) -> str:
         core = f", CMSIS-Core {self.core}" if self.core else ""
