@@ -1,8 +1,8 @@
 """`make bench RAY=...`: bench/run.py's cases as Ray tasks give the rows the
-process pool gives. One small case (the MLPerf Tiny FC autoencoder, int8, on
-the Cortex-M55 in QEMU) measured both ways, on a real local Ray cluster of
-one CPU; everything but the wall-clock seconds must be equal (QEMU -icount
-counts are deterministic). Skips when ray is not installed (it is not in the
+process pool gives. Two small cases (the MLPerf Tiny FC autoencoder, int8, on
+the Cortex-M55 and the Cortex-M4 in QEMU) measured both ways, on a real local Ray cluster of
+one CPU; every figure but the wall-clock seconds must be equal (QEMU -icount
+counts are deterministic; PyTorch's float ones to rounding). Skips when ray is not installed (it is not in the
 default setup: `pip install ray`).
 """
 
@@ -30,7 +30,7 @@ def test_ray_tasks_equal_process_pool(tmp_path: Path, monkeypatch: pytest.Monkey
 
     def cases(root: Path) -> list[tuple]:
         # measure(name, board, kernels, io, out_root): each path builds in its own directory.
-        return [("autoencoder", "mps3-an547", "portable", "int8", str(root))]
+        return [("autoencoder", board, "portable", "int8", str(root)) for board in ("mps3-an547", "mps2-an386")]
 
     pool = _rows(run.run_cases(cases(tmp_path / "pool"), jobs=1))
     # The Ray path must not fall back on the pool.
@@ -41,8 +41,14 @@ def test_ray_tasks_equal_process_pool(tmp_path: Path, monkeypatch: pytest.Monkey
         on_ray = _rows(run.run_cases(cases(tmp_path / "ray"), jobs=1, ray_address="auto"))
     finally:
         ray.shutdown()
-    assert [c for c, _ in on_ray] == [c for c, _ in pool]
+    assert [c[:4] for c, _ in on_ray] == [c[:4] for c, _ in pool]
+    assert [r["board"] for _, r in on_ray] == ["mps3-an547", "mps2-an386"]  # in the cases' order
     for (_, a), (_, b) in zip(on_ray, pool):
         assert a["bit_exact"] and a["instructions"] > 0
-        assert a == b
-    assert any((tmp_path / "ray").glob("autoencoder-mps3-an547-portable/*"))
+        assert a.keys() == b.keys()
+        # Integer figures (instructions, bytes) exactly; float ones computed by PyTorch on the host (the
+        # LSB error against its q/dq model) to rounding: Ray's workers run torch on one thread
+        # (OMP_NUM_THREADS=1), which changes the order of its float sums.
+        for k in a:
+            assert a[k] == (pytest.approx(b[k], rel=1e-6) if isinstance(b[k], float) else b[k]), k
+    assert any((tmp_path / "ray").glob("autoencoder-mps2-an386-portable/*"))
