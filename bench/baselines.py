@@ -35,8 +35,8 @@ def _x(v: float | None) -> str:
 
 def markdown(rows: list[dict], baselines: dict) -> str:
     """One line per (model, board, kernels): our figure, TFLM's, the ratio."""
-    lines = ["| model | board | kernels | instructions | TFLM instructions | ×TFLM | instr/MAC | activation RAM B "
-             "| TFLM arena B | ×TFLM arena | code B |",
+    lines = [("| model | board | kernels | instructions | TFLM instructions | ×TFLM | instr/MAC | activation RAM B "
+              "| TFLM arena B | ×TFLM arena | code B |"),
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         base = baselines.get(r["board"], {}).get(r["model"])

@@ -53,8 +53,9 @@ def _ray_results(todo: list[tuple[str, str, str]], address: str):
     env = {k: v for k, v in os.environ.items() if k.startswith("TORCHMCU_")}
     if not ray.is_initialized():
         # "auto" here starts a local cluster (ray.init()), unlike Ray's own "auto" (find a running one).
+        local = {"include_dashboard": False} if address == "auto" else {}
         ray.init(address=None if address == "auto" else address,
-                 runtime_env={"env_vars": env} if env else None, log_to_driver=False)
+                 runtime_env={"env_vars": env} if env else None, log_to_driver=False, **local)
     paths = [str(REPO / "aot"), str(REPO / "bench"), str(REPO / "examples")]
 
     # A closure, so Ray ships it by value: a worker needs no import of this script.
