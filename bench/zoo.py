@@ -40,10 +40,13 @@ def sqnr_db(got: np.ndarray, ref: np.ndarray) -> float:
     return float("inf") if noise == 0 else 10 * np.log10(float(np.sum(ref.astype(np.float64) ** 2)) / noise)
 
 
-def measure(name: str, board: str, kernel_sets: list[str], root: Path) -> list[dict]:
+def measure(name: str, board: str, kernel_sets: list[str], root: Path, make=zoo.make,
+            calibration=zoo.calibration) -> list[dict]:
+    """One model on one board, a row per kernel set; `make(name)` -> (model,
+    example inputs) and `calibration(name)` -> samples: the CNN zoo's by default."""
     t0 = time.monotonic()
-    model, example = zoo.make(name)
-    q = quantize(model, example, zoo.calibration(name), progress=False)
+    model, example = make(name)
+    q = quantize(model, example, calibration(name), progress=False)
     out = root / f"{name}_{board}"
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*runs in float32.*")  # no float fallback at int8
@@ -73,9 +76,12 @@ def measure(name: str, board: str, kernel_sets: list[str], root: Path) -> list[d
     return rows
 
 
-def markdown(rows: list[dict]) -> str:
-    lines = ["# CNN zoo at int8 in QEMU (bench/zoo.py)", "",
-             "torchvision models with random weights (batch norm re-estimated), examples/cnn_zoo.py. Instructions "
+ABOUT = "torchvision models with random weights (batch norm re-estimated), examples/cnn_zoo.py."
+
+
+def markdown(rows: list[dict], title: str = "CNN zoo at int8 in QEMU (bench/zoo.py)", about: str = ABOUT) -> str:
+    lines = [f"# {title}", "",
+             about + " Instructions "
              "per inference are QEMU `-icount shift=0` counts: instructions, not cycles. Flash: the firmware "
              "image's text + data (the program inside it given apart). RAM: the planned activation arena against "
              "the liveness lower bound. SQNR: the firmware's output against the float model's (PyTorch's own "
