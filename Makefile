@@ -4,7 +4,7 @@
 #   make test    the test suite, less the model zoo (under 20 minutes on 2 cores)
 #   make zoo     the model zoo: torchvision CNNs and sequence models in QEMU (CI runs it too)
 #   make fuzz    10 minutes of libFuzzer over the loader (clang)
-#   make bench   MLPerf Tiny int8 on every board: bench/results.{json,md}, plots
+#   make bench   MLPerf Tiny int8 beside TFLM + CMSIS-NN, the CNN and sequence zoos (RAY=auto|ADDRESS: on Ray)
 #   make pack    the runtime as a CMSIS-Pack: build/pack/torchmcu.runtime.<version>.pack
 PYTHON ?= python3
 VENV ?= .venv
@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 # torch first and pinned: pip then takes the local CPU wheel, never a newer build.
 PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest scikit-learn tflite-micro tflite matplotlib \
 	xmlschema cmsis-pack-manager cmake ninja pyserial pyyaml ethos-u-vela jsonschema ml-dtypes semver \
-	pytest-xdist pillow
+	pytest-xdist pillow ray==2.52.1
 # tosa-tools pins numpy<2.2 and an old flatbuffers; it runs with the numpy above,
 # so it goes in without its pins (its other dependencies are listed above).
 # torchvision 0.28.0 is the release for torch 2.13.0, torchaudio 2.11.0 the newest (it
@@ -58,12 +58,15 @@ zoo: setup
 	exit $$status
 
 # Every bundled model on every QEMU board (and CMSIS-NN when TORCHMCU_CMSIS_NN_DIR
-# is set): bench/results.json, results.md, plots; then the torchvision CNN zoo at
-# int8 on the M55: bench/zoo.json, zoo.md. Not part of `make test`.
+# is set), beside the TFLM + CMSIS-NN baselines (bench/baselines.json): bench/results.json,
+# results.md, plots; then the torchvision CNN zoo (bench/zoo.md) and the sequence zoo
+# (bench/sequence_zoo.md) at int8. RAY=auto runs the MLPerf cases as tasks on a local Ray
+# cluster, RAY=<address> on an existing one. Not part of `make test`.
 bench: setup
 	$(VENV)/bin/pip install -q --disable-pip-version-check matplotlib
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(if $(RAY),--ray $(RAY))
 	$(PY) bench/zoo.py
+	$(PY) bench/sequence_zoo.py
 
 # libFuzzer over the program loader and method init, seeded with compiled programs.
 # Its build, corpus and crash artifacts: $TORCHMCU_CACHE_DIR/fuzz (default ~/.cache/torchmcu/fuzz).

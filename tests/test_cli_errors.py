@@ -227,6 +227,57 @@ def test_bad_input_files(capsys, work: Path, compiled: Path) -> None:
     assert "the model takes 1 input(s), got 2" in line
 
 
+def test_bad_option_values_are_usage_errors_not_internal_ones(capsys, work: Path, compiled: Path) -> None:
+    """Values a new user tried (exit 3, "a torchmcu bug", before): each one line, exit 2."""
+    for extra, needle in [(["--stack", "xyz"], "'xyz' is not a size in bytes"),
+                          (["--budget", "dtcm=inf"], "--budget 'dtcm=inf': 'inf' is not a valid value"),
+                          (["--quant", "int8", "--precision", "auto:xyz"], "'xyz' is not a size in bytes"),
+                          (["--quant", "int8", "--precision", "auto:-5K"], "'-5K' is not a size in bytes"),
+                          (["--pin", "garbage"], "expected NAME=VALUE, e.g. --pin conv1=sram")]:
+        assert needle in error_line(capsys, compile_argv(work, "make", *extra)), extra
+    np.save(work / "x1.npy", np.zeros((1, 4), np.float32))
+    run = ["run", str(compiled), "--sim", "host"]
+    for extra, needle in [(["--repeat", "0"], "--repeat 0: give 1 or more runs"),
+                          (["--timeout", "nan"], "--timeout nan: give a positive number of seconds"),
+                          (["--timeout", "-5"], "--timeout -5.0: give a positive number of seconds"),
+                          (["--sqnr-floor", "nan"], "--sqnr-floor nan: give a finite number of dB")]:
+        assert needle in error_line(capsys, run + extra), extra
+
+
+def test_run_refuses_inputs_with_no_samples_or_nan(capsys, work: Path, compiled: Path) -> None:
+    nan = np.zeros((2, 1, 4), np.float32)
+    nan[1, 0, 2] = np.nan
+    np.save(work / "nan_in.npy", nan)
+    np.save(work / "empty_in.npy", np.zeros((0, 1, 4), np.float32))
+    line = error_line(capsys, ["run", str(compiled), "--sim", "host", "--input", str(work / "nan_in.npy")])
+    assert "array 'nan_in' has 1 NaN or inf of 8 values; inputs must be finite" in line
+    line = error_line(capsys, ["run", str(compiled), "--sim", "host", "--input", str(work / "empty_in.npy")])
+    assert "array 'empty_in' has shape [0, 1, 4]: no samples" in line
+
+
+def test_calibration_takes_one_array_per_input_and_float64(capsys, work: Path) -> None:
+    rng = np.random.default_rng(2)
+    np.savez(work / "cal_two.npz", a=rng.random((4, 1, 4)).astype(np.float32), b=rng.random((4, 1, 4)) * 1e30)
+    line = error_line(capsys, compile_argv(work, "make", "--quant", "int8", "--calibration",
+                                           str(work / "cal_two.npz")))
+    assert "has 2 arrays (a, b) but the model takes 1 input(s) (x): one array per input" in line
+    np.savez(work / "cal64.npz", x=rng.random((4, 1, 4)))  # NumPy's float64, as users make it
+    assert cli.main(compile_argv(work, "make", "--quant", "int8", "--calibration", str(work / "cal64.npz"))) == 0
+
+
+def test_build_warns_when_the_program_and_its_c_array_differ(capsys, work: Path, compiled: Path) -> None:
+    from torchmcu.cli_errors import program_source_differs
+
+    copy = work / "stale"
+    shutil.copytree(compiled, copy)
+    assert program_source_differs(str(copy)) is None
+    pte = bytearray((copy / "model.pte").read_bytes())
+    pte[-1] ^= 0xFF
+    (copy / "model.pte").write_bytes(bytes(pte))
+    assert "model.pte and model_pte.c differ (one changed after compile): the firmware links model_pte.c" in \
+        program_source_differs(str(copy))
+
+
 @pytest.mark.parametrize("command", [["run"], ["build"], ["kernel-table", "-o", "kernel_table.cc"]])
 def test_run_and_build_refuse_what_is_not_a_build_directory(capsys, work: Path, command: list[str]) -> None:
     def argv(d: str) -> list[str]:

@@ -24,8 +24,8 @@ from . import __version__
 from .backends import all_backends
 from .board_text import describe_board
 from .builder import kernel_table
-from .cli_errors import (check_calibration, firmware_failure, guarded, read_arrays, require_build_dir, run_epilog,
-                         run_status)
+from .cli_errors import (check_calibration, firmware_failure, guarded, load_inputs, program_source_differs,
+                         read_arrays, require_build_dir, run_epilog, run_status)
 from .errors import TorchMCUError
 from .sim import RUNNERS
 
@@ -91,7 +91,13 @@ def _bytes(text: str) -> int:
     """1234, 16K / 16KiB (x1024), 2M / 2MiB (x1048576)."""
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
     scale = {"K": 1024, "M": 1024 * 1024}.get(t[-1:], 1)
-    return int(float(t[:-1] if scale > 1 else t) * scale)
+    try:
+        value = float(t[:-1] if scale > 1 else t) * scale
+        if not value >= 0 or value == float("inf"):  # NaN fails the comparison
+            raise ValueError(text)
+        return int(value)
+    except ValueError:
+        raise TorchMCUError(f"{text!r} is not a size in bytes (e.g. 16384, 16K, 2M)") from None
 
 
 def _pairs(items: list[str], flag: str, value: Any) -> dict[str, Any]:
@@ -101,11 +107,12 @@ def _pairs(items: list[str], flag: str, value: Any) -> dict[str, Any]:
         for part in filter(None, item.split(",")):
             name, sep, v = part.partition("=")
             if not sep or not name or not v:
-                raise TorchMCUError(f"{flag} {part!r}: expected NAME=VALUE, e.g. {flag} dtcm=16K")
+                example = {"--budget": "dtcm=16K", "--pin": "conv1=sram", "--precision": "conv1=int16"}.get(flag, "")
+                raise TorchMCUError(f"{flag} {part!r}: expected NAME=VALUE, e.g. {flag} {example}")
             try:
                 out[name.strip()] = value(v.strip())
-            except ValueError:
-                raise TorchMCUError(f"{flag} {part!r}: {v!r} is not a size (e.g. 16384, 16K, 2M)") from None
+            except (ValueError, TorchMCUError):
+                raise TorchMCUError(f"{flag} {part!r}: {v!r} is not a valid value") from None
     return out
 
 
@@ -125,6 +132,9 @@ def cmd_build(args: argparse.Namespace) -> int:
         return 0
     from .outdir import holding
 
+    stale = program_source_differs(args.dir)
+    if stale:
+        print(f"torchmcu: warning: {stale}", file=sys.stderr)
     with holding(args.dir):  # no compile swaps the directory while its firmware is built from it
         elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
                              verify=args.verify, app=args.app or None, stack=stack)
@@ -142,15 +152,6 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(line)
     print(f"(per input file and section: {elf.parent / 'size.json'})")
     return 0
-
-
-def _load_inputs(paths: list[str], out_dir: str) -> list[np.ndarray]:
-    if not paths:
-        return list(read_arrays(str(Path(out_dir) / "example_inputs.npz"), "the example inputs").values())
-    arrays: list[np.ndarray] = []
-    for p in paths:
-        arrays += read_arrays(p, "--input").values()
-    return arrays
 
 
 def _stack_line(out_dir: str, used: int | None, size: int | None) -> str | None:
@@ -193,13 +194,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     require_build_dir(args.dir)
     args.check = args.check or args.strict
+    if args.repeat < 1:
+        raise TorchMCUError(f"--repeat {args.repeat}: give 1 or more runs")
+    if args.timeout is not None and not args.timeout > 0:
+        raise TorchMCUError(f"--timeout {args.timeout}: give a positive number of seconds")
+    if args.sqnr_floor is not None and not abs(args.sqnr_floor) < float("inf"):  # NaN or inf
+        raise TorchMCUError(f"--sqnr-floor {args.sqnr_floor}: give a finite number of dB")
 
     if _is_app_build(args.dir) and not args.device:
         if args.input or args.check or args.profile:
             raise TorchMCUError(f"{args.dir}/firmware.elf runs your own main (built with --app): it takes no "
                                 "--input, --check or --profile; rebuild without --app for those")
         return cmd_run_app(args)
-    inputs = _load_inputs(args.input, args.dir)
+    inputs = load_inputs(args.input, args.dir)
     meta = runner.load_meta(args.dir)
     # The first sample also runs once op by op, so every result carries a profile.
     if args.device:  # a real board over a serial port: ticks are its own counter, no instruction counts
@@ -434,7 +441,7 @@ def make_parser() -> argparse.ArgumentParser:
                    help="the stack the firmware will have, for the room arenas may take beside it (default the "
                         "board's stack_size; `build` sizes the stack from its computed worst case)")
     c.add_argument("--calibration", help=".npz with one array per model input, samples along axis 0 "
-                                         "(a single-input model takes any one key); default: the example inputs")
+                                         "(for a single-input model, its one array under any name); default: the example inputs")
     c.add_argument("--budget", action="append", default=[], metavar="MEM=BYTES",
                    help="cap the activations a memory may take, e.g. dtcm=16K (0 keeps it out); repeatable")
     c.add_argument("--precision", action="append", default=[], metavar="LAYER=int4|int8|int16",

@@ -54,14 +54,17 @@ def check_calibration(path: str, arrays: dict[str, np.ndarray], model: Any,
                       example: tuple[Any, ...]) -> dict[str, np.ndarray]:
     """--calibration (read_arrays read it before the model loads, so a bad
     file costs no model load): an .npz with one array per input (a
-    single-input model takes any one key), or an .npy for a single-input
+    single-input model: its one array, under any name), or an .npy for a single-input
     model; finite values only, as the observers' ranges would otherwise be
     NaN or infinite."""
     if path.endswith(".npy") and len(example) != 1:
         raise TorchMCUError(f"--calibration {path} is one array (.npy) but the model takes {len(example)} inputs: "
                             "give an .npz with one array per input, in order (np.savez(path, x=..., y=...))")
     names = _input_names(model, len(example))
-    used = list(arrays.items())[:1] if len(example) == 1 else list(arrays.items())
+    if len(arrays) != len(example):
+        raise TorchMCUError(f"--calibration {path} has {len(arrays)} arrays ({', '.join(arrays)}) but the model takes "
+                            f"{len(example)} input(s) ({', '.join(names)}): one array per input, in order")
+    used = list(arrays.items())
     for i, (key, a) in enumerate(used):
         if a.dtype.kind != "f":
             continue
@@ -191,3 +194,38 @@ def _quiet_stdout() -> None:
     except (OSError, ValueError, AttributeError):  # stdout is no file (captured): nothing to quiet
         pass
 
+
+def program_source_differs(out_dir: str) -> str | None:
+    """Whether model_pte.c (what the firmware links) still holds model.pte
+    (what the host runner, inspect and the reference read): a file changed
+    after compile gives two programs."""
+    from .program import serialize
+    from .sim.runner import load_meta
+
+    d = Path(out_dir)
+    if not ((d / "model.pte").is_file() and (d / "model_pte.c").is_file()):
+        return None
+    try:
+        _, source = serialize.model_pte_sources((d / "model.pte").read_bytes(), str(load_meta(d).get("symbol", "model")))
+    except Exception:  # not a program any more: it differs
+        source = None
+    if source == (d / "model_pte.c").read_text():
+        return None
+    return (f"{d}/model.pte and model_pte.c differ (one changed after compile): the firmware links model_pte.c, "
+            "while `run --sim host`, `inspect` and --check's reference read model.pte; compile again to make them one")
+
+
+def load_inputs(paths: list[str], out_dir: str) -> list[np.ndarray]:
+    if not paths:
+        return list(read_arrays(str(Path(out_dir) / "example_inputs.npz"), "the example inputs").values())
+    arrays: list[np.ndarray] = []
+    for p in paths:
+        for name, a in read_arrays(p, "--input").items():
+            if a.size == 0:
+                raise TorchMCUError(f"--input {p}: array {name!r} has shape {list(a.shape)}: no samples")
+            bad = int(np.count_nonzero(~np.isfinite(a))) if a.dtype.kind == "f" else 0
+            if bad:  # the firmware would compute on them, and no check could say anything of the result
+                raise TorchMCUError(f"--input {p}: array {name!r} has {bad} NaN or inf of {a.size} values; "
+                                    "inputs must be finite")
+            arrays.append(a)
+    return arrays

@@ -145,7 +145,8 @@ def check_lines(check: dict[str, Any]) -> list[str]:
     elif check["first_mismatch"]:
         verdict = f"FAILED: {check['first_mismatch']}"
     else:
-        verdict = f"FAILED with --strict: {len(check.get('warnings') or [])} numerics warning(s)"
+        verdict = (f"bit for bit as expected, but FAILED with --strict: {len(check.get('warnings') or [])} "
+                   "numerics warning(s) against the float model")
     lines = [f"check against {check['reference']}: {verdict} (max abs error {check['max_abs_error']:.3g})"]
     if "max_lsb_vs_pytorch_qdq" in check:
         lines.append("difference from PyTorch's q/dq model: "

@@ -320,7 +320,7 @@ def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> 
 
     `data` is an iterable of samples (tensors, arrays or tuples of them), or a
     mapping from input name/key to an array with samples along axis 0 (what
-    np.load gives for an .npz; a single-input model accepts any one key).
+    np.load gives for an .npz; a single-input model takes its one array under any name).
     """
     shapes = [tuple(x.shape) for x in example_inputs]
 
@@ -329,6 +329,8 @@ def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> 
         out = []
         for i, (x, shape) in enumerate(zip(items, shapes)):
             t = torch.as_tensor(np.asarray(x))
+            if t.dtype == torch.float64:
+                t = t.float()
             if t.dtype != torch.float32:
                 raise TorchMCUError(f"calibration input {i} is {t.dtype}; expected float32")
             if tuple(t.shape) != shape:
@@ -344,19 +346,19 @@ def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> 
 
     if hasattr(data, "keys") and hasattr(data, "__getitem__"):
         keys = list(data.keys())
-        if len(shapes) == 1 and len(keys) >= 1:
-            arrays = [np.asarray(data[keys[0]])]
-        elif len(keys) == len(shapes):
+        if len(keys) == len(shapes):
             arrays = [np.asarray(data[k]) for k in keys]
         else:
             raise TorchMCUError(f"calibration file has arrays {keys}; the model takes {len(shapes)} input(s)")
         for i, (a, shape) in enumerate(zip(arrays, shapes)):
+            if a.dtype == np.float64:  # NumPy's default: the values are what the user means
+                a = arrays[i] = a.astype(np.float32)
             if a.dtype != np.float32:
                 raise TorchMCUError(f"calibration array {i} is {a.dtype}; expected float32 "
                                     f"with shape [N, {', '.join(map(str, shape[1:] if shape[0] == 1 else shape))}]")
             if a.ndim != len(shape) and a.ndim != len(shape) + 1:
                 raise TorchMCUError(f"calibration array {i} has shape {list(a.shape)}; expected samples along "
-                                    f"axis 0, each of shape {list(shape)}")
+                                    f"axis 0, each of shape {list(shape[1:] if shape[0] == 1 else shape)}")
         n = len(arrays[0])
         return [as_tuple(tuple(a[j] for a in arrays)) for j in range(n)]
     return [as_tuple(s) for s in data]

@@ -77,5 +77,8 @@ class QemuRunner:
 
 def _check_qemu_board(board: Board) -> None:
     if not board.qemu_machine:
+        if board.renode is not None:
+            raise BoardError(f"board {board.name}: QEMU does not model this part; Renode does: "
+                             "`torchmcu run DIR --sim renode`")
         raise BoardError(f"board {board.name} has no [qemu] table: QEMU does not run it (its firmware "
                          "builds; run it on the part itself)")
