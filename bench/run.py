@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -78,7 +79,8 @@ def run_cases(todo: list[tuple[str, str, str]], jobs: int, ray_address: str | No
     if ray_address:
         yield from zip(todo, _ray_results(todo, ray_address))
         return
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    # Spawned, not forked: a fork of a process whose torch threads hold locks can hang (under pytest-xdist it did).
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         yield from zip(todo, pool.map(_measure, todo))
 
 

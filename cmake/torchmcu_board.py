@@ -37,7 +37,8 @@ def main() -> int:
     ap.add_argument("--model", help="a compiled model folder (model.json): its arenas and program memory")
     args = ap.parse_args()
     try:
-        from torchmcu.boards import linker_script, load_board
+        from torchmcu.boards import load_board
+        from torchmcu.linker import linker_script
         from torchmcu.errors import TorchMCUError
         from torchmcu.export.pack import board_linker_script
     except ImportError as e:

@@ -363,7 +363,10 @@ def test_subprocess_closed_pipe_exits_quietly(compiled: Path) -> None:
 
 def test_subprocess_ctrl_c_exits_130(work: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "torchmcu", "compile", f"{work}/model.py:make_slowly", "--board",
-                             BOARD, "-o", str(work / "o")], stderr=subprocess.PIPE, text=True, env=ENV)
+                             BOARD, "-o", str(work / "o")], stderr=subprocess.PIPE, text=True, env=ENV,
+                            # A shell's background job starts with SIGINT ignored, and Python then keeps ignoring
+                            # it: give the child the default disposition a terminal's Ctrl-C meets.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stderr.readline().startswith("torchmcu: loading")
     # Once make() sleeps: a signal during an import can be taken by C code that clears the error it raised.
     assert proc.stderr.readline().strip() == "make_slowly: sleeping"
