@@ -142,9 +142,15 @@ def test_calibration_of_the_wrong_shape_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TorchMCUError, match=r"shape \[3\]; expected \[1, 4\]"):
         compile(model, (torch.randn(1, 4),), "mps3-an547", tmp_path, quant="int8",
                 calibration=[np.zeros(3, np.float32)], progress=False)
-    with pytest.raises(TorchMCUError, match="float64; expected float32"):
+    with pytest.raises(TorchMCUError, match="int64; expected float32"):
         compile(model, (torch.randn(1, 4),), "mps3-an547", tmp_path, quant="int8",
-                calibration={"x": np.zeros((5, 4))}, progress=False)
+                calibration={"x": np.zeros((5, 4), np.int64)}, progress=False)
+    with pytest.raises(TorchMCUError, match=r"calibration file has arrays \['x', 'y'\]; the model takes 1 input"):
+        compile(model, (torch.randn(1, 4),), "mps3-an547", tmp_path, quant="int8",
+                calibration={"x": np.zeros((5, 4), np.float32), "y": np.zeros((5, 4), np.float32)}, progress=False)
+    # NumPy's default float64 is what users make: taken as float32.
+    compile(model, (torch.randn(1, 4),), "mps3-an547", tmp_path, quant="int8",
+            calibration={"x": np.random.default_rng(0).random((5, 4))}, progress=False)
 
 
 def test_calibration_npz_from_the_cli(tmp_path: Path) -> None:
