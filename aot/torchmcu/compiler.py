@@ -264,8 +264,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
                 model = quantize(model, example_inputs, calibration, progress=progress,
                                  weights="int8" if quant == "a16w8" else quant,
                                  activations="int16" if quant == "a16w8" else "int8", precision=precision)
-            if strict and ranges.range_warnings(model):
-                found = ranges.range_warnings(model)
+            found = ranges.range_warnings(model)
+            if strict and found:
                 raise CompileError(f"{len(found)} calibration warning(s), an error with --strict; the first: "
                                    f"{found[0]}")
         ep = capture(model, example_inputs, modules=user_model)
@@ -338,8 +338,9 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         (out / "kernel_table.cc").write_text(kernel_table_source(codes))
         (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
         torch.export.save(ep, str(out / "model.pt2"))
-        if ranges.float_program_bytes(model) is not None:  # the float model, for `run --check` (torchmcu.numerics)
-            (out / ranges.FLOAT_PROGRAM).write_bytes(ranges.float_program_bytes(model))
+        float_program = ranges.float_program_bytes(model)
+        if float_program is not None:  # the float model, for `run --check` (torchmcu.numerics)
+            (out / ranges.FLOAT_PROGRAM).write_bytes(float_program)
 
         meta = {
             # A board of the repository by name; one described in the user's own file by its path.
