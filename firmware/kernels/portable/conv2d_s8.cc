@@ -1,4 +1,4 @@
-#include "conv2d_s8_fast.h"
+#include "dwconv_s8_fast.h"
 #include "portable_s8.h"
 #include "requantize_s8.h"
 
