@@ -127,10 +127,10 @@ def test_persistent_runtime_ram_is_small(board: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["mobilenet_v2", "resnet8"])
 def test_tiling_goes_below_the_classic_bound_bit_exact(name: str, bundled, tmp_path: Path) -> None:
-    plain = _compile(bundled, name, tmp_path / "plain", inplace=False)
-    tiled = _compile(bundled, name, tmp_path / "tiled", inplace=False, tile=True)
+    plain = _compile(bundled, name, tmp_path / "plain", inplace=False, tile=False)
+    tiled = _compile(bundled, name, tmp_path / "tiled", inplace=False, tile=True, tile_recompute=0.1)
     mem = tiled.report["memory"]
-    assert mem["aliasing"]["tiled_pairs"] >= 1
+    assert mem["aliasing"]["tiled_runs"] >= 1
     assert mem["activation_bytes"] < mem["classic_lower_bound_bytes"] == plain.report["memory"]["activation_bytes"]
     x = mt.CALIBRATION[name](2, 5)
     samples = runner.program_samples(runner.load_meta(tmp_path / "plain"), [[x[i:i + 1]] for i in range(2)])
@@ -148,10 +148,21 @@ def test_tiled_program_runs_bit_exact_on_the_runtime(bundled, host_runner, tmp_p
     _run_bit_exact(tmp_path, x, "host")
 
 
-def test_tiling_is_off_unless_asked(bundled, tmp_path: Path) -> None:
-    c = _compile(bundled, "mobilenet_v2", tmp_path)
-    assert not any(".band" in op.name for op in c.graph.ops)
-    assert "tiled_pairs" not in c.report["memory"]["aliasing"]
+def test_tiling_is_on_by_default_within_its_recompute_budget(bundled, tmp_path: Path) -> None:
+    """Patch-based inference is chosen automatically when it lowers the
+    peak, within tile_recompute more MACs; tile=False is layer by layer."""
+    off = _compile(bundled, "mobilenet_v2", tmp_path / "off", tile=False)
+    assert not any(".band" in op.name for op in off.graph.ops)
+    assert "tiled_runs" not in off.report["memory"]["aliasing"]
+    macs = off.report["macs"]
+    for budget in (0.02, 0.05):
+        on = _compile(bundled, "mobilenet_v2", tmp_path / f"on{budget}", tile_recompute=budget)
+        assert on.report["memory"]["aliasing"]["tiled_runs"] >= 1
+        assert any(".band" in op.name for op in on.graph.ops)
+        assert on.report["memory"]["activation_bytes"] < off.report["memory"]["activation_bytes"]
+        assert macs < on.report["macs"] <= macs * (1 + budget)
+    none = _compile(bundled, "mobilenet_v2", tmp_path / "zero", tile_recompute=0.0)
+    assert not any(".band" in op.name for op in none.graph.ops)
 
 
 # -- aliasing ----------------------------------------------------------------------------------
@@ -336,7 +347,7 @@ def test_tiled_in_place_program_on_cmsis_nn_in_qemu(bundled, tmp_path: Path) -> 
     """CMSIS-NN's kernels take the band ops (asymmetric padding) and the
     in-place adds and give the reference's bits on the M55."""
     c = _compile(bundled, "resnet8", tmp_path, tile=True, budgets={"dtcm": 32 * 1024, "isram": 0})
-    assert c.report["memory"]["aliasing"]["tiled_pairs"] >= 1
+    assert c.report["memory"]["aliasing"]["tiled_runs"] >= 1
     assert c.report["memory"]["aliasing"]["elementwise_in_place"] >= 1
     build_firmware(tmp_path, kernels="cmsis-nn")
     x = mt.CALIBRATION["resnet8"](2, 10)

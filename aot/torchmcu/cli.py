@@ -59,7 +59,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _progress(f"compiling for {args.board} ({args.quant})")
     c = compile(model, example, args.board, args.output, quant=args.quant, calibration=calibration, io=args.io,
                 budgets=_pairs(args.budget, "--budget", _bytes), pins=_pairs(args.pin, "--pin", str),
-                inplace=not args.no_inplace, tile=args.tile, copy_hot_weights=args.copy_hot_weights,
+                inplace=not args.no_inplace, tile=not args.no_tile, tile_recompute=_recompute(args.tile_recompute),
+                copy_hot_weights=args.copy_hot_weights,
                 symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends,
                 io_layout=args.io_layout, stack=None if args.stack is None else _bytes(args.stack),
                 state=_state(args.state), strict=args.strict, crc=args.crc)
@@ -85,6 +86,12 @@ def _precision(items: list[str]) -> dict[str, str] | int:
         else:
             flat.append(item)
     return _pairs(flat, "--precision", str)
+
+
+def _recompute(value: float) -> float:
+    if not 0 <= value <= 10:  # NaN fails too
+        raise TorchMCUError(f"--tile-recompute {value}: give a fraction of MACs between 0 and 10 (0.05 = 5 %)")
+    return value
 
 
 def _bytes(text: str) -> int:
@@ -453,8 +460,11 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("--no-inplace", action="store_true",
                    help="no concat into slices nor element-wise ops over their input (more RAM, same results)")
     c.add_argument("--tile", action="store_true",
-                   help="split the first layers into row bands where that lowers peak RAM (bit-exact; "
-                        "recomputes shared rows)")
+                   help="patch-based inference (the default): run early layers band by band of rows where "
+                        "that lowers peak RAM (bit-exact; recomputes the rows bands share)")
+    c.add_argument("--no-tile", action="store_true", help="no patch-based inference (layer by layer)")
+    c.add_argument("--tile-recompute", type=float, default=0.05, metavar="F",
+                   help="patch-based inference may add at most this fraction of MACs (default 0.05: 5%%)")
     c.add_argument("--copy-hot-weights", action="store_true",
                    help="copy the most-read weights at load into fast RAM the plan leaves free, when the "
                         "program sits in slower memory")

@@ -164,7 +164,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
             out_dir: str | Path, quant: str = "float32", calibration: Any = None,
             progress: bool = True, io: str = "float", budgets: dict[str, int] | None = None,
             pins: dict[str, str] | None = None, inplace: bool = True, copy_hot_weights: bool = False,
-            tile: bool = False, symbol: str = serialize.DEFAULT_SYMBOL,
+            tile: bool = True, tile_recompute: float = 0.05, symbol: str = serialize.DEFAULT_SYMBOL,
             precision: dict[str, str] | int | None = None, backend_names: list[str] | None = None,
             io_layout: str = "nchw", stack: int | None = None,
             state: int | list[tuple[int, int]] | None = None, strict: bool = False,
@@ -199,9 +199,12 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     ({"conv1": "sram"}). inplace lets concat inputs live in their output's
     slices and element-wise ops overwrite a dying input. copy_hot_weights
     copies the most-read weights at load into RAM the plan left free, when
-    that RAM is faster than the memory the program is in. tile splits the
-    first layers into row bands so that their large outputs never exist
-    whole (bit-exact; it recomputes the rows the bands share). symbol names
+    that RAM is faster than the memory the program is in. tile (on by
+    default) is patch-based inference: where that lowers the peak RAM, a run
+    of early layers executes band by band of rows, so that their large
+    outputs never exist whole (bit-exact; the rows the bands share are
+    computed again: at most tile_recompute more MACs for the whole model,
+    0.05 = 5 %). symbol names
     the generated C arrays (tmcu_<symbol>_pte, tmcu_<symbol>_arenas), so that
     several models link into one firmware. precision overrides the scheme per
     layer ({"conv1": "int16", "fc": "int4"}: module path or node name to
@@ -224,6 +227,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
         check_api_symbol(symbol)
     except ValueError as e:
         raise CompileError(str(e)) from None
+    if not 0 <= tile_recompute <= 10:
+        raise CompileError(f"tile_recompute={tile_recompute!r}: a fraction of MACs between 0 and 10 (0.05 = 5 %)")
     if io_layout not in IO_LAYOUTS:
         raise CompileError(f"io_layout={io_layout!r}: choose one of {', '.join(IO_LAYOUTS)}")
     if stack is not None and (stack <= 0 or stack % 8):
@@ -292,7 +297,8 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
                  and (m := b.operand_memories(board)) is not None}
         regions = arena_regions(board, budgets, stack)
         mem = plan(pg, regions, PlanOptions(budgets=dict(budgets or {}), pins=dict(pins or {}), inplace=inplace,
-                                            tile=tile, operand_memories=reach))
+                                            tile=tile, max_recompute=tile_recompute,
+                                            operand_memories=reach))
         for b in active:
             b.check_plan(pg, mem)
         arenas = [serialize.ArenaSpec(r.name, r.arena_bytes, r.persistent) for r in mem.regions]

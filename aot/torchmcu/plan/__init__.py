@@ -102,7 +102,7 @@ def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOption
     classic = lower_bound(_sizes(p, life0), life0)
     aliasing = {}
     if options.tile:
-        aliasing["tiled_pairs"] = tile_graph(p)
+        aliasing["tiled_runs"] = tile_graph(p, options.max_recompute)
     if options.inplace:
         aliasing["concat_in_place"] = concat_in_place(p)
         aliasing["elementwise_in_place"] = elementwise_in_place(p)

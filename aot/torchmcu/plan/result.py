@@ -57,6 +57,7 @@ class PlanOptions:
     pins: dict[str, str] = field(default_factory=dict)  # tensor or op name -> memory
     inplace: bool = True  # concat into slices, element-wise ops over dying inputs
     copy_hot_weights: bool = False
-    tile: bool = False  # row bands over the first layers (tiling.py)
+    tile: bool = False  # patch-based inference: runs of early layers band by band (tiling.py)
+    max_recompute: float = 0.10  # tiling's budget: at most this much more MACs in all
     # op code -> the memories its activation operands may live in (an accelerator's reach)
     operand_memories: dict[str, tuple[str, ...]] = field(default_factory=dict)
