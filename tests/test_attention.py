@@ -142,7 +142,7 @@ def _integer(model: nn.Module, shapes, quant: str, out: Path, codes: set[str] | 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         c = compile(model, tuple(torch.from_numpy(x) for x in data[0]), "mps3-an547", out, quant=quant,
-                    calibration=data, progress=False)
+                    calibration=data, progress=False, tile=False)
     used = {op.code for op in c.graph.ops}
     assert not any(code.endswith("_F32") for code in used), used
     if codes is not None:
@@ -190,7 +190,7 @@ def test_attention_products_bit_exact_with_tflite_micro(tmp_path: Path) -> None:
             torch.manual_seed(sum(map(ord, name)))
             out = tmp_path / f"{name}_{quant}"
             c = compile(factory().eval(), tuple(torch.randn(*s) for s in shapes), "mps3-an547", out, quant=quant,
-                        calibration=calib(shapes), progress=False)
+                        calibration=calib(shapes), progress=False, tile=False)
             assert verify_derived(c.pte) == []
             prog = schema.decode(c.pte)
             sample = list(calib(shapes, n=1, seed=4)[0])
@@ -215,7 +215,7 @@ def test_attention_refusals_are_clear(tmp_path: Path) -> None:
     ]
     for model, shapes, words in cases:
         with pytest.raises(CompileError) as e:
-            compile(model.eval(), tuple(torch.randn(*s) for s in shapes), "mps3-an547", tmp_path)
+            compile(model.eval(), tuple(torch.randn(*s) for s in shapes), "mps3-an547", tmp_path, tile=False)
         assert words in str(e.value), str(e.value)
 
 
@@ -318,7 +318,7 @@ def test_attention_block_bit_exact_in_qemu(kernels: str, tmp_path: Path) -> None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             compile(model, (torch.randn(*shapes[0]),), "mps3-an547", out, quant=quant, calibration=calib(shapes),
-                    progress=False)
+                    progress=False, tile=False)
         build_firmware(out, kernels=kernels)
         samples = [list(s) for s in calib(shapes, n=2, seed=5)]
         res = runner.run(out, [np.stack([s[0] for s in samples])], sim="qemu")
@@ -370,7 +370,7 @@ def test_corrupted_programs_are_refused_at_load(tmp_path: Path, host_runner) -> 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             c = compile(Block().eval(), (torch.randn(*shapes[0]),), "mps3-an547", tmp_path / quant, quant=quant,
-                        calibration=calib(shapes), progress=False)
+                        calibration=calib(shapes), progress=False, tile=False)
         progs[quant] = (schema.decode(c.pte), c.pte)
 
     def first(t, code):

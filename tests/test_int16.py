@@ -165,7 +165,7 @@ def small_programs(tmp_path_factory):
         d = tmp_path_factory.mktemp(f"a16w8-{name}")
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # every op has an int16 kernel: no float fallback
-            c = compile(model, example, "mps3-an547", d, quant="a16w8", calibration=cal, progress=False)
+            c = compile(model, example, "mps3-an547", d, quant="a16w8", calibration=cal, progress=False, tile=False)
         out[name] = (d, c, example)
     return out
 
@@ -377,7 +377,7 @@ def mlperf_programs(tmp_path_factory):
             gm = quantize(model, example, cal, progress=False, activations="int16" if quant == "a16w8" else "int8")
             with warnings.catch_warnings():
                 warnings.filterwarnings("error", message="torchmcu:")  # every op has an integer kernel
-                c = compile(copy.deepcopy(gm), example, "mps3-an547", d, quant=quant, progress=False)
+                c = compile(copy.deepcopy(gm), example, "mps3-an547", d, quant=quant, progress=False, tile=False)
             out[name, quant] = (d, c, model, gm)
     return out
 
@@ -461,7 +461,7 @@ def test_a16w8_sqnr_clearly_above_int8(name: str, mlperf_programs) -> None:
 @pytest.mark.parametrize("board", ["mps2-an386", "mps2-an505", "mps3-an547"])
 def test_cmsis_nn_s16_bit_exact_in_qemu(board: str, tmp_path: Path) -> None:
     model, example, cal = _small("blocks")
-    compile(model, example, board, tmp_path, quant="a16w8", calibration=cal, progress=False)
+    compile(model, example, board, tmp_path, quant="a16w8", calibration=cal, progress=False, tile=False)
     build_firmware(tmp_path, kernels="cmsis-nn")
     used = kernel_set(tmp_path)
     cmsis = {k for k, v in used.items() if v == "cmsis-nn"}
@@ -558,7 +558,7 @@ def test_mixed_precision_per_layer_bit_exact_on_host(host_runner: Path, tmp_path
     precisions meet, one REQUANTIZE op (integer, TFLite's QUANTIZE from an
     integer input)."""
     model, example, cal = _small("blocks")
-    c = compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False,
+    c = compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False, tile=False,
                 precision=MIXED)
     by_name = {}
     for op in c.graph.ops:
@@ -616,10 +616,10 @@ def test_precision_names_must_match_a_layer(tmp_path: Path) -> None:
 
     model, example, cal = _small("blocks")
     with pytest.raises(TorchMCUError, match="precision names conv9"):
-        compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False,
+        compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False, tile=False,
                 precision={"conv9": "int16"})
     with pytest.raises(TorchMCUError, match="int4, int8, int16"):
-        compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False,
+        compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False, tile=False,
                 precision={"c1": "int12"})
 
 
@@ -644,7 +644,7 @@ def test_automatic_precision_meets_the_budget_and_says_why(tmp_path: Path) -> No
     layers = _layers(model)
     int8 = sum(layer_bytes(n, c, "int8") for n, c in layers.values())
     budget = int(0.8 * int8)  # below int8 everywhere: some layer must go to int4
-    c = compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False,
+    c = compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False, tile=False,
                 precision=budget)
     p = c.report["precision"]
     assert p["bytes"] <= budget and set(p["chosen"]) == set(layers)
@@ -669,4 +669,4 @@ def test_automatic_precision_refuses_an_impossible_budget(tmp_path: Path) -> Non
 
     model, example, cal = _small("mlp")
     with pytest.raises(CompileError, match="at int4 everywhere exceed the budget of 10 B"):
-        compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False, precision=10)
+        compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False, tile=False, precision=10)

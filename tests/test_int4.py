@@ -125,7 +125,7 @@ def small_programs(tmp_path_factory):
     for name in SMALL:
         model, example, cal = _small(name)
         d = tmp_path_factory.mktemp(f"int4-{name}")
-        c = compile(model, example, "mps3-an547", d, quant="int4", calibration=cal, progress=False)
+        c = compile(model, example, "mps3-an547", d, quant="int4", calibration=cal, progress=False, tile=False)
         out[name] = (d, c, example)
     return out
 
@@ -147,7 +147,7 @@ def test_int4_lowers_weighted_ops_to_s4_and_halves_weight_flash(small_programs, 
         if t["dtype"] == "I4":
             assert t["nbytes"] == (int(np.prod(t["dims"])) + 1) // 2, t["name"]
     model, example, cal = _small("convs")
-    c8 = compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False)
+    c8 = compile(model, example, "mps3-an547", tmp_path, quant="int8", calibration=cal, progress=False, tile=False)
     w4, w8 = c.report["flash"]["weights"], c8.report["flash"]["weights"]
     n = sum(int(np.prod(p.shape)) for name, p in model.named_parameters() if name.endswith("weight"))
     assert w8["bytes"] == w8["int8_bytes"] == w4["int8_bytes"] == n
@@ -216,7 +216,7 @@ def test_int4_programs_bit_exact_in_tflite_micro(name: str, small_programs) -> N
 def test_ds_cnn_int4_bit_exact_in_tflite_micro(tmp_path: Path) -> None:
     model, example = mt.MODELS["ds_cnn"]()
     c = compile(model, example, "mps3-an547", tmp_path, quant="int4", calibration=list(mt.CALIBRATION["ds_cnn"](8, 0)),
-                progress=False)
+                progress=False, tile=False)
     meta = runner.load_meta(tmp_path)
     x = np.asarray(mt.CALIBRATION["ds_cnn"](1, 3))[0]
     _tflite_micro_bit_exact(c.pte, runner.program_samples(meta, runner.split_samples(meta, [x]))[0])
@@ -268,7 +268,7 @@ def test_mlperf_tiny_int4_bit_exact_in_qemu(name: str, tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every op quantized: no float fallback
         c = compile(model, example, "mps3-an547", tmp_path, quant="int4",
-                    calibration=list(mt.CALIBRATION[name](16, 0)), progress=False, io="int8")
+                    calibration=list(mt.CALIBRATION[name](16, 0)), progress=False, tile=False, io="int8")
     assert any(op.code.endswith("_S4") for op in c.graph.ops)
     build_firmware(tmp_path)
     x = mt.CALIBRATION[name](1, 3)
@@ -288,7 +288,7 @@ def test_cmsis_nn_s4_bit_exact_in_qemu(board: str, tmp_path: Path) -> None:
     """Both small models in one firmware per board would need two programs:
     the conv model carries every s4 op code (and the odd shapes)."""
     model, example, cal = _small("convs")
-    c = compile(model, example, board, tmp_path, quant="int4", calibration=cal, progress=False)
+    c = compile(model, example, board, tmp_path, quant="int4", calibration=cal, progress=False, tile=False)
     build_firmware(tmp_path, kernels="cmsis-nn")
     used = kernel_set(tmp_path)
     assert {used[k] for k in ("CONV2D_S4", "DEPTHWISE_CONV2D_S4", "LINEAR_S4")} == {"cmsis-nn"}, used
@@ -334,7 +334,7 @@ def test_digits_qat_int4_against_ptq_int4(tmp_path: Path) -> None:
     with torch.no_grad():
         float_acc = float((model(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean())
     cal = [x_train[i:i + 1] for i in range(0, len(x_train), 8)]
-    ptq = compile(model, example, "mps2-an505", tmp_path / "ptq", quant="int4", calibration=cal, progress=False)
+    ptq = compile(model, example, "mps2-an505", tmp_path / "ptq", quant="int4", calibration=cal, progress=False, tile=False)
     ptq_acc = _digits_accuracy(ptq.pte, x_test, y_test)
 
     torch.manual_seed(0)
@@ -348,7 +348,7 @@ def test_digits_qat_int4_against_ptq_int4(tmp_path: Path) -> None:
         opt.zero_grad()
         nn.functional.cross_entropy(prepared(x), y).backward()
         opt.step()
-    qat = compile(convert_pt2e(prepared), example, "mps2-an505", tmp_path / "qat", quant="int4", progress=False)
+    qat = compile(convert_pt2e(prepared), example, "mps2-an505", tmp_path / "qat", quant="int4", progress=False, tile=False)
     assert [op.code for op in qat.graph.ops].count("LINEAR_S4") == 3
     qat_acc = _digits_accuracy(qat.pte, x_test, y_test)
     print(f"digits accuracy: float {float_acc:.4f}, PTQ int4 {ptq_acc:.4f}, QAT int4 ({QAT_EPOCHS} epochs) {qat_acc:.4f}")

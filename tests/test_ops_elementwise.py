@@ -116,7 +116,7 @@ def test_integer_bit_exact_on_host(name: str, quant: str, tmp_path: Path, host_r
     codes = codes8 if quant == "int8" else codes16
     with warnings.catch_warnings():
         warnings.simplefilter("ignore" if codes is None else "error")  # no float fallback where there is a kernel
-        c = compile(model, example, "mps3-an547", tmp_path, quant=quant, calibration=calib(shapes), progress=False)
+        c = compile(model, example, "mps3-an547", tmp_path, quant=quant, calibration=calib(shapes), progress=False, tile=False)
     used = {op.code for op in c.graph.ops}
     if codes is not None:
         assert codes <= used, used
@@ -154,7 +154,7 @@ def test_each_op_bit_exact_with_tflite_micro(name: str, quant: str, tmp_path: Pa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         c = compile(factory().eval(), tuple(torch.randn(*s) for s in shapes), "mps3-an547", tmp_path, quant=quant,
-                    calibration=calib(shapes), progress=False)
+                    calibration=calib(shapes), progress=False, tile=False)
     assert verify_derived(c.pte) == []
     prog = schema.decode(c.pte)
     seen = 0
@@ -180,7 +180,7 @@ def test_alpha_has_no_tflite_form(tmp_path: Path) -> None:
 
     factory, shapes, _, _ = CASES["sub_alpha"]
     c = compile(factory().eval(), tuple(torch.randn(*s) for s in shapes), "mps3-an547", tmp_path, quant="int8",
-                calibration=calib(shapes), progress=False)
+                calibration=calib(shapes), progress=False, tile=False)
     assert any("SUB_S8" in line for line in verify_derived(c.pte))
     with pytest.raises(ExportError):
         export_tflite(c.pte)
@@ -197,7 +197,7 @@ def test_div_every_pair_with_tflite_micro(tmp_path: Path) -> None:
     factory, shapes, _, _ = CASES["div_tensors"]
     torch.manual_seed(1)
     c = compile(factory().eval(), tuple(torch.randn(*s) for s in shapes), "mps3-an547", tmp_path, quant="int8",
-                calibration=calib(shapes), progress=False)
+                calibration=calib(shapes), progress=False, tile=False)
     prog = schema.decode(c.pte)
     k = next(i for i, op in enumerate(prog["ops"]) if op["code"] == "DIV_S8")
     sample = list(calib(shapes, n=1)[0])
@@ -233,7 +233,7 @@ def test_unsupported_forms_are_refused_clearly(tmp_path: Path) -> None:
     ]
     for model, example, words in cases:
         with pytest.raises(CompileError) as e:
-            compile(model.eval(), example, "mps3-an547", tmp_path)
+            compile(model.eval(), example, "mps3-an547", tmp_path, tile=False)
         assert words in str(e.value), str(e.value)
 
 
@@ -255,7 +255,7 @@ def test_corrupted_programs_are_refused_at_load(tmp_path: Path, host_runner) -> 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             c = compile(model.eval(), tuple(torch.randn(*s) for s in shapes), "mps3-an547", tmp_path / quant,
-                        quant=quant, calibration=calib(shapes), progress=False)
+                        quant=quant, calibration=calib(shapes), progress=False, tile=False)
         progs[quant] = (schema.decode(c.pte), c.pte)
 
     def params(code, **kw):
@@ -320,7 +320,7 @@ def test_mobilenet_v3_squeeze_excite_runs_at_int8_without_float(tmp_path: Path, 
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             c = compile(se, (torch.from_numpy(data[0][0]),), "mps3-an547", tmp_path / str(k), quant="int8",
-                        calibration=data, progress=False)
+                        calibration=data, progress=False, tile=False)
         codes = [op.code for op in c.graph.ops]
         assert not any(code.endswith("_F32") for code in codes), codes
         assert {"AVG_POOL2D_S8", "CONV2D_S8", "LUT_S8", "MUL_S8"} <= set(codes), codes

@@ -140,7 +140,7 @@ class _Programs:
                 if kind == "mlperf":
                     model, example = mlperf_tiny.MODELS[model_name]()
                     data = mlperf_tiny.CALIBRATION[model_name]
-                    compile(model, example, BOARD, out, quant="int8", progress=False, io=io,
+                    compile(model, example, BOARD, out, quant="int8", progress=False, tile=False, io=io,
                             calibration=[(x,) for x in data(MLPERF_CALIBRATION, 100)])
                     samples = [[x] for x in data(3, 7)]
                 else:
@@ -148,7 +148,7 @@ class _Programs:
                     torch.manual_seed(sum(map(ord, model_name)))
                     example = tuple(torch.randn(*s) for s in shapes)
                     compile(factory().eval(), example, BOARD, out, quant="int8", calibration=calib(shapes),
-                            progress=False, io=io)
+                            progress=False, tile=False, io=io)
                     samples = [list(s) for s in calib(shapes, n=3, seed=1)]
             pte = (out / "model.pte").read_bytes()
             if io == "int8":  # quantized as the device's caller would
@@ -376,7 +376,7 @@ def test_a_table_no_tflite_op_computes_is_refused(programs) -> None:
 
 
 def test_float_program_is_refused(tmp_path: Path) -> None:
-    compile(nn.Linear(4, 2).eval(), (torch.randn(1, 4),), BOARD, tmp_path, progress=False)
+    compile(nn.Linear(4, 2).eval(), (torch.randn(1, 4),), BOARD, tmp_path, progress=False, tile=False)
     with pytest.raises(ExportError, match="float32 program.*--quant int8"):
         export_tflite((tmp_path / "model.pte").read_bytes())
 
@@ -387,7 +387,7 @@ def test_unexportable_fallback_names_the_op(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compile(model, (torch.randn(1, 4, 6, 6),), BOARD, tmp_path, quant="int4",
-                calibration=calib([(1, 4, 6, 6)]), progress=False)
+                calibration=calib([(1, 4, 6, 6)]), progress=False, tile=False)
     with pytest.raises(ExportError, match=r"op \d+ CONV2D_F32 \(conv2d\): grouped convolution"):
         export_tflite((tmp_path / "model.pte").read_bytes())
 
@@ -423,7 +423,7 @@ def test_cli_export_errors(tmp_path: Path, capsys) -> None:
 
     assert main(["export", "--tflite", str(tmp_path / "x.tflite"), str(tmp_path)]) == 2
     assert "model.pte not found" in capsys.readouterr().err
-    compile(nn.Linear(4, 2).eval(), (torch.randn(1, 4),), BOARD, tmp_path, progress=False)
+    compile(nn.Linear(4, 2).eval(), (torch.randn(1, 4),), BOARD, tmp_path, progress=False, tile=False)
     assert main(["export", "--tflite", str(tmp_path / "x.tflite"), str(tmp_path)]) == 2
     assert "float32 program" in capsys.readouterr().err
     assert not (tmp_path / "x.tflite").exists()

@@ -115,7 +115,9 @@ def test_runs_span_several_layers_and_residual_adds(compiled) -> None:
     peak_off = off.report["memory"]["activation_bytes"]
     peak_on = on.report["memory"]["activation_bytes"]
     assert peak_on <= 0.5 * off.report["memory"]["classic_lower_bound_bytes"], (peak_on, peak_off)
-    assert off.report["macs"] < on.report["macs"] <= 1.10 * off.report["macs"]
+    assert on.report["macs"] == off.report["macs"] == off.report["macs_executed"]
+    assert off.report["macs"] < on.report["macs_executed"] <= 1.10 * off.report["macs"]
+    assert "executed: patch-based inference" in (on.out_dir / "report.txt").read_text()
 
 
 def test_tiled_program_gives_the_untiled_bits_in_the_reference(compiled, mnv2) -> None:
@@ -142,3 +144,12 @@ def test_tiled_program_runs_bit_exact_on_the_fast_kernels(model: str, board: str
     expected, tol = runner.expected(tmp_path, runner.split_samples(runner.load_meta(tmp_path), [x]))
     mismatch, _ = runner.compare(res.outputs, expected, tol)
     assert tol is None and mismatch is None, str(mismatch)
+
+
+def test_a_tiled_program_is_not_exported_to_tflite(compiled) -> None:
+    from torchmcu.export.tflite import ExportError, export_tflite
+
+    off, on, _ = compiled
+    with pytest.raises(ExportError, match=r"band by band .*--no-tile"):
+        export_tflite(on.pte)
+    assert export_tflite(off.pte)[4:8] == b"TFL3"

@@ -114,7 +114,7 @@ def test_program_exported_to_tflite_is_tflm_bit_for_bit(tmp_path):
     calib = [(torch.randn(9, 1, 6),) for _ in range(6)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        c = compile(model, calib[0], BOARD, tmp_path, quant="int8", calibration=calib, progress=False)
+        c = compile(model, calib[0], BOARD, tmp_path, quant="int8", calibration=calib, progress=False, tile=False)
     assert "LSTM_S8" in {op.code for op in c.graph.ops}
     tfl = export_tflite(c.pte)
     for (x,) in calib[:3]:
@@ -358,7 +358,7 @@ def test_float_models_match_pytorch(name, host_runner, tmp_path):
     torch.manual_seed(1)
     model = make().eval()
     x = tuple(torch.randn(*s) for s in shapes)
-    compile(model, x, BOARD, tmp_path, progress=False)
+    compile(model, x, BOARD, tmp_path, progress=False, tile=False)
     _check(tmp_path, [t.numpy() for t in x])
 
 
@@ -382,7 +382,7 @@ def test_integer_models_are_the_reference_bit_for_bit(name, quant, host_runner, 
     calib = [(torch.randn(*shape),) for _ in range(6)]
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        c = compile(model, calib[0], BOARD, tmp_path, quant=quant, calibration=calib, progress=False)
+        c = compile(model, calib[0], BOARD, tmp_path, quant=quant, calibration=calib, progress=False, tile=False)
     assert not [w for w in seen if str(w.message).startswith("torchmcu")], "a float fallback"
     kind = name.split("_")[0].upper()
     assert f"{kind}_{'S16' if quant == 'a16w8' else 'S8'}" in {op.code for op in c.graph.ops}
@@ -395,7 +395,7 @@ def test_integer_models_are_the_reference_bit_for_bit(name, quant, host_runner, 
 
 def test_projections_and_training_mode_are_refused(tmp_path):
     with pytest.raises(CompileError, match="proj_size"):
-        compile(_All(nn.LSTM(6, 8, proj_size=4)), (torch.randn(5, 1, 6),), BOARD, tmp_path, progress=False)
+        compile(_All(nn.LSTM(6, 8, proj_size=4)), (torch.randn(5, 1, 6),), BOARD, tmp_path, progress=False, tile=False)
     model = _All(nn.LSTM(6, 8, dropout=0.0))
     ep = torch.export.export(model.train(), (torch.randn(5, 1, 6),), strict=False)
     from torchmcu.passes import lower

@@ -42,7 +42,7 @@ def test_slice_matches_tflite_micro(name: str, tmp_path: Path, host_runner) -> N
     torch.manual_seed(sum(map(ord, name)))
     make, shape, tfl_op = CASES[name]
     x = torch.randn(*shape)
-    c = compile(make().eval(), (x,), "mps3-an547", tmp_path, quant="int8", progress=False,
+    c = compile(make().eval(), (x,), "mps3-an547", tmp_path, quant="int8", progress=False, tile=False,
                 calibration=[torch.randn(*shape) for _ in range(8)])
     slices = [op for op in c.graph.ops if op.code == "SLICE"]
     assert slices and all(c.graph.tensors[op.inputs[0]].dtype == "I8" for op in slices)
@@ -63,7 +63,7 @@ def test_slice_int16_on_host(tmp_path: Path, host_runner) -> None:
     torch.manual_seed(4)
     model = Fn(lambda m, x: m[1](m[0](x)[:, :, ::2]), nn.Linear(6, 6), nn.Linear(3, 4)).eval()
     x = torch.randn(2, 3, 6)
-    c = compile(model, (x,), "mps3-an547", tmp_path, quant="a16w8", progress=False,
+    c = compile(model, (x,), "mps3-an547", tmp_path, quant="a16w8", progress=False, tile=False,
                 calibration=[torch.randn(2, 3, 6) for _ in range(8)])
     sl = next(op for op in c.graph.ops if op.code == "SLICE")
     assert c.graph.tensors[sl.inputs[0]].dtype == "I16"

@@ -101,6 +101,7 @@ def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOption
     life0 = {b: s for b, s in lifetimes(p).items() if b not in state}
     classic = lower_bound(_sizes(p, life0), life0)
     aliasing = {}
+    model_macs = sum(op.macs for op in p.ops)
     if options.tile:
         aliasing["tiled_runs"] = tile_graph(p, options.max_recompute)
     if options.inplace:
@@ -134,5 +135,5 @@ def plan(p: PGraph, regions: list[RegionSpec] | None = None, options: PlanOption
         life = {**life, **{b: (-1, len(p.ops)) for b in persistent.buffers}}
         out_regions.append(persistent)
     result = Plan(offsets, life, arena_bytes, lower_bound(sizes, {b: life[b] for b in sizes}),
-                  region_index, out_regions, classic, aliasing)
+                  region_index, out_regions, classic, aliasing, model_macs=model_macs)
     return result

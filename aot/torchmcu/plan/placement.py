@@ -284,7 +284,7 @@ def _no_room(p: PGraph, b: int, sizes: dict[int, int], life: dict[int, tuple[int
     need = int(window.max())
     total = sum(r.capacity for r in regions)
     caps = ", ".join(f"{r.name} {r.capacity:,} B" for r in regions)
-    hints = ["raise a --budget", "enable tiling (--tile)"]
+    hints = ["raise a --budget", "let patch-based inference recompute more (--tile-recompute 0.25)"]
     # Only a model that is not quantized already: an int8 model's float input or output is not its bulk.
     if not any(op.code.endswith(("_S8", "_S4", "_S16")) for op in p.ops):
         hints.append("quantize (--quant int8)")

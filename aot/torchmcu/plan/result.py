@@ -45,6 +45,7 @@ class Plan:
     classic_lower_bound_bytes: int = 0  # before the aliasing passes
     aliasing: dict[str, int] = field(default_factory=dict)  # pass -> ops rewritten
     hot: list[HotWeight] = field(default_factory=list)
+    model_macs: int = 0  # before patch-based inference's recomputation (the ops' sum after it is higher)
 
     @property
     def single_region(self) -> bool:

@@ -17,12 +17,13 @@ contiguous slice of its tensor, so bands are plain tensors at an offset in
 their buffer and need nothing from the runtime: no kernel knows it runs on
 a patch.
 
-The search (MCUNetV2's idea, over our ops): each round takes the run of ops
-and the number of bands that lower the highest steps of the live-bytes
-profile most, within a budget of recomputed MACs (`max_recompute`: 0.1 is
-at most 10 % more MACs for the whole model); runs holding the current peak
-step are the candidates. Rounds go on while the peak drops. If the peak is
-no lower in the end, nothing is kept.
+The search (MCUNetV2's idea, over our ops): each round takes, among the
+runs holding the current peak step and their numbers of bands, the one
+that recomputes the fewest MACs among those giving (within 1 %) the lowest
+peak, within a budget of recomputed MACs (`max_recompute`: 0.1 is at most
+10 % more MACs for the whole model). Rounds go on while the peak drops (or
+one of several equal peaks goes). If the peak is no lower in the end,
+nothing is kept.
 """
 
 from __future__ import annotations
@@ -231,10 +232,23 @@ def _profile(p: PGraph) -> list[int]:
     return steps
 
 
-def _key(steps: list[int]) -> tuple[int, ...]:
-    """The highest live-byte counts, highest first: lowering any peak step
-    without raising the others makes it smaller."""
-    return tuple(sorted(steps, reverse=True)[:8])
+def _key(steps: list[int]) -> tuple[int, int]:
+    """(peak, steps at the peak): a model with several equal peaks needs a
+    run tiled for each before its peak drops."""
+    peak = max(steps)
+    return peak, steps.count(peak)
+
+
+def _choose(found: list[tuple[tuple[int, int], int, PGraph, list[int]]]
+            ) -> tuple[tuple[int, ...], int, PGraph, list[int]] | None:
+    """The tiling with the fewest recomputed MACs among those whose peak is
+    within 1 % of the lowest: a few bytes are not worth much recomputation
+    (early layers cost several instructions per MAC)."""
+    if not found:
+        return None
+    lowest = min(f[0][0] for f in found)
+    near = [f for f in found if f[0][0] <= lowest + max(64, lowest // 100)]
+    return min(near, key=lambda f: (f[1], f[0]))
 
 
 def tile_graph(p: PGraph, max_recompute: float = DEFAULT_MAX_RECOMPUTE) -> int:
@@ -252,7 +266,7 @@ def tile_graph(p: PGraph, max_recompute: float = DEFAULT_MAX_RECOMPUTE) -> int:
         peak = max(steps)
         hot = [s - 1 for s, v in enumerate(steps) if v == peak]  # ops live at the peak
         macs = sum(op.macs for op in p.ops)
-        best: tuple[tuple[int, ...], int, PGraph, list[int]] | None = None
+        found: list[tuple[tuple[int, int], int, PGraph, list[int]]] = []
         for i in range(len(p.ops)):
             for j in range(i + 1, min(len(p.ops), i + MAX_RUN)):
                 if not any(i <= h <= j for h in hot):
@@ -269,8 +283,9 @@ def tile_graph(p: PGraph, max_recompute: float = DEFAULT_MAX_RECOMPUTE) -> int:
                         break  # more bands recompute more
                     qs = _profile(q)
                     k = _key(qs)
-                    if k < key and (best is None or (k, extra) < (best[0], best[1])):
-                        best = (k, extra, q, qs)
+                    if k < key:
+                        found.append((k, extra, q, qs))
+        best = _choose(found)
         if best is None:
             break
         key, _, q, steps = best

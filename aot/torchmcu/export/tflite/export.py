@@ -98,6 +98,11 @@ def export_tflite(pte: bytes, *, strict: bool = True, tensor_map: dict[int, int]
     if not _is_int8_program(p):
         raise ExportError("a float32 program: the TFLite export is for int8 programs "
                           "(compile with --quant int8)")
+    banded = [op["name"] for op in p.ops if ".band" in (op.get("name") or "")]
+    if banded:
+        raise ExportError(f"the program runs {banded[0].split('.band')[0]} and other layers band by band "
+                          "(patch-based inference, on by default), which a .tflite model cannot express: "
+                          "compile with --no-tile (tile=False) to export it")
     if strict:
         problems = verify_derived(pte)
         if problems:
