@@ -262,21 +262,54 @@ inline void add_tail(const int8_t* a, const uint8_t* bu, int8_t* out, int32_t n,
 
 #else  // DSP
 
-// SMMULR: (a * b + 2^31) >> 32, no ACLE intrinsic.
-[[gnu::always_inline]] inline int32_t add_smmulr(int32_t a, int32_t b) {
-  int32_t r;
-  __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
+// One element: s2 = 2 * sum (the table and the slope are doubled);
+// SMMULR(s2, mo) = RDM(sum, mo); then (h + 2^(e-1) + zo * 2^e - [sum < 0])
+// >> e, saturated to int8 (SSAT), then clamped to the activation's range
+// (CLAMP). 10 instructions; hand-scheduled (GCC spills the loop's
+// invariants), 2 elements per loop.
+#define TMCU_ADD_ONE(CLAMP)                    \
+  "ldrb   %[t], [%[b]], #1\n\t"                \
+  "ldrsb  %[s], [%[a]], #1\n\t"                \
+  "ldr    %[t], [%[table], %[t], lsl #2]\n\t"  \
+  "mla    %[s], %[s], %[slope], %[t]\n\t"      \
+  "smmulr %[t], %[s], %[mo]\n\t"               \
+  "add    %[t], %[t], %[round]\n\t"            \
+  "sub    %[t], %[t], %[s], lsr #31\n\t"       \
+  "asr    %[t], %[t], %[e]\n\t"                \
+  "ssat   %[t], #8, %[t]\n\t" CLAMP            \
+  "strb   %[t], [%[out]], #1\n\t"
 
-// One element: s2 = 2 * sum; SMMULR(s2, mo) = RDM(sum, mo); then
-// (h + 2^(e-1) + zo * 2^e - [sum < 0]) >> e, saturated to int8.
-[[gnu::always_inline]] inline int32_t add_one(int32_t a, uint32_t b, const int32_t* table, int32_t slope2, int32_t mo,
-                                              int32_t round, int32_t e) {
-  const int32_t s2 = table[b] + a * slope2;
-  const int32_t h = add_smmulr(s2, mo) + round - static_cast<int32_t>(static_cast<uint32_t>(s2) >> 31);
-  return __ssat(h >> e, 8);
+#define TMCU_ADD_ASM(BODY)                                                                                   \
+  __asm__ volatile(BODY                                                                                      \
+                   : [a] "+r"(a), [b] "+r"(bu), [out] "+r"(out), [t] "=&r"(t), [s] "=&r"(s2)                 \
+                   : [end] "r"(end), [table] "r"(table), [slope] "r"(slope2), [mo] "r"(mo), [round] "r"(round), \
+                     [e] "r"(e), [lo] "r"(lo), [hi] "r"(hi)                                                  \
+                   : "cc", "memory")
+
+#define TMCU_ADD_MAX "cmp %[t], %[lo]\n\tit lt\n\tmovlt %[t], %[lo]\n\t"
+#define TMCU_ADD_MIN "cmp %[t], %[hi]\n\tit gt\n\tmovgt %[t], %[hi]\n\t"
+
+// The n elements (CLAMP as act_min > -128, act_max < 127 ask).
+inline void add_loop(const int8_t* a, const uint8_t* bu, int8_t* out, int32_t n, const int32_t* table, int32_t slope2,
+                     int32_t mo, int32_t round, int32_t e, int32_t lo, int32_t hi) {
+  const int8_t* const end = a + (n & ~1);
+  int32_t t, s2;
+  if (hi < 127) {
+    if (a != end) TMCU_ADD_ASM("1:\n\t" TMCU_ADD_ONE(TMCU_ADD_MAX TMCU_ADD_MIN) TMCU_ADD_ONE(TMCU_ADD_MAX TMCU_ADD_MIN)
+                               "cmp %[a], %[end]\n\tbne 1b");
+    if (n & 1) TMCU_ADD_ASM(TMCU_ADD_ONE(TMCU_ADD_MAX TMCU_ADD_MIN));
+  } else if (lo > -128) {
+    if (a != end) TMCU_ADD_ASM("1:\n\t" TMCU_ADD_ONE(TMCU_ADD_MAX) TMCU_ADD_ONE(TMCU_ADD_MAX) "cmp %[a], %[end]\n\tbne 1b");
+    if (n & 1) TMCU_ADD_ASM(TMCU_ADD_ONE(TMCU_ADD_MAX));
+  } else {
+    if (a != end) TMCU_ADD_ASM("1:\n\t" TMCU_ADD_ONE("") TMCU_ADD_ONE("") "cmp %[a], %[end]\n\tbne 1b");
+    if (n & 1) TMCU_ADD_ASM(TMCU_ADD_ONE(""));
+  }
 }
+#undef TMCU_ADD_MIN
+#undef TMCU_ADD_MAX
+#undef TMCU_ADD_ASM
+#undef TMCU_ADD_ONE
 
 [[gnu::noinline]] inline bool add_s8_same_shape(const int8_t* a, const int8_t* b, int8_t* out, int32_t n,
                                                 const QuantAddParams& p) {
@@ -295,16 +328,7 @@ inline void add_tail(const int8_t* a, const uint8_t* bu, int8_t* out, int32_t n,
   const int32_t slope2 = 2 << plan.k;
   const int32_t mo = p.output_multiplier, e = plan.e;
   const int32_t round = (1 << (e - 1)) + p.output_offset * (1 << e);
-  const int32_t lo = p.act_min, hi = p.act_max;
-  if (lo == -128 && hi == 127) {
-    for (int32_t i = 0; i < n; ++i) out[i] = static_cast<int8_t>(add_one(a[i], bu[i], table, slope2, mo, round, e));
-  } else {
-    for (int32_t i = 0; i < n; ++i) {
-      int32_t v = add_one(a[i], bu[i], table, slope2, mo, round, e);
-      v = v < lo ? lo : v;
-      out[i] = static_cast<int8_t>(v > hi ? hi : v);
-    }
-  }
+  add_loop(a, bu, out, n, table, slope2, mo, round, e, p.act_min, p.act_max);
   return true;
 }
 
