@@ -74,13 +74,19 @@ LINEAR = [
     ("k60_n9_odd", 1, 60, 9, True, True, -7, 2, None, "odd", False),
     ("k96_n4_tensor_big", 1, 96, 4, False, True, 0, 1, "relu", "big", False),
     ("k64_n11_misaligned", 2, 64, 11, True, True, 9, -1, None, "calib", True),
-    ("k33_n3", 1, 33, 3, True, True, 0, 0, (-20, 30), "calib", False),
+    ("k33_n3", 4, 33, 3, True, True, 0, 0, (-20, 30), "calib", False),
+    # Small weights and multiplier 0.5 >> 2 (shift -3): many exact ties of
+    # the rounding shift, on both signs (half away from zero).
+    ("k20_n12_ties", 3, 20, 12, True, True, 0, 0, None, "ties", False),
+    ("k36_n8_tensor_ties", 2, 36, 8, False, True, 5, -2, None, "ties", False),
 ]
 
 
 def _requant(kind: str, n: int, K: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     if kind == "calib":  # outputs spread over the int8 range for random int8 inputs and weights
         return ref.conv_requant(1.0, rng.uniform(0.5, 1.5, n) * 60 / (np.sqrt(K) * 110 * 74), 1.0)
+    if kind == "ties":
+        return np.full(n, 1 << 30, np.int32), np.full(n, -2, np.int32)
     if kind == "big":  # real multipliers 2 .. 2000
         return ref.conv_requant(0.05, rng.uniform(0.04, 40.0, n), 0.001)
     m = np.array([0, 1, 300, 511, 512, 1 << 30, 2**31 - 1, 1518500250, 1 << 30, 77], np.int64)[:n]
@@ -100,8 +106,9 @@ def add_linear(b: Builder, a: Arena, case, rng: np.random.Generator) -> tuple[in
     name, batch, K, N, per_channel, has_bias, zp_in, zp_out, act, kind, misaligned = case
     x = a.tensor(f"{name}_x", [batch, K], 0.05, zp_in)
     y = a.tensor(f"{name}_y", [batch, N], 0.1, zp_out)
-    w = rng.integers(-127, 128, (N, K), dtype=np.int8)
-    bias = rng.integers(-2000, 2000, N) if has_bias else None
+    w = rng.integers(-2, 3, (N, K), dtype=np.int8) if kind == "ties" else rng.integers(-127, 128, (N, K), dtype=np.int8)
+    reach = 50 if kind == "ties" else 2000
+    bias = rng.integers(-reach, reach, N) if has_bias else None
     mult, shift = _requant(kind, N if per_channel else 1, K, rng)
     wid = misaligned_const(b, f"{name}_w", w) if misaligned else b.const(f"{name}_w", "I8", w)
     ids = [x, wid, b.const(f"{name}_bias", "I32", ref.fold_linear_bias(bias, w, -zp_in)),
@@ -127,6 +134,14 @@ ADD = [
      {"output_multiplier": 1 << 30, "output_shift": 0, "left_shift": 8}),
     ("out_shift_up", [1, 300], [1, 300], (0.05, 5), (0.03, -9), (0.04, 0), None,
      {"output_multiplier": 1 << 30, "output_shift": 2, "left_shift": 4}),
+    # Small sums and output multiplier 0.5 >> 1 (and >> 2): many exact ties
+    # of the output's rounding shift, on both signs.
+    ("ties_e1", [1, 517], [1, 517], (0.05, 3), (0.03, -7), (0.04, 0), None,
+     {"left_shift": 1, "input1_multiplier": 1 << 30, "input1_shift": 0, "input2_multiplier": 1518500250,
+      "input2_shift": 0, "output_multiplier": 1 << 30, "output_shift": -1}),
+    ("ties_e2", [1, 300], [1, 300], (0.05, 3), (0.03, -7), (0.04, 2), None,
+     {"left_shift": 2, "input1_multiplier": 1288490189, "input1_shift": -1, "input2_multiplier": 1 << 30,
+      "input2_shift": 0, "output_multiplier": 1 << 30, "output_shift": -2}),
 ]
 
 
@@ -218,7 +233,7 @@ def test_the_reference_outputs_are_not_trivial() -> None:
     for name, y in zip(names, outs):
         if "big" in name:
             assert (np.abs(y.astype(np.int32)) >= 127).mean() > 0.3 or (y == y.min()).mean() > 0.3, name
-        elif "odd" in name:  # saturated channels, zero-point channels, others
+        elif "odd" in name or "out_shift" in name:  # saturated outputs, zero-point outputs, others
             assert len(np.unique(y)) >= 3, name
         else:
             assert len(np.unique(y)) > min(8, y.size // 2), name
