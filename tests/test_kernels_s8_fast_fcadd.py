@@ -201,6 +201,33 @@ def firmware_dir(tmp_path, tree: dict, pte: bytes, board: str):
     return out
 
 
+# (name, x dims NHWC, kernel, stride, pad (top, left, bottom, right), options, act)
+POOL = [
+    ("ds_cnn_global", [1, 25, 5, 64], (25, 5), (1, 1), (0, 0, 0, 0), {}, None),
+    ("resnet_global", [1, 8, 8, 64], (8, 8), (1, 1), (0, 0, 0, 0), {}, None),
+    ("c21_s2_pad", [2, 7, 9, 21], (3, 3), (2, 2), (1, 1, 1, 1), {}, "relu"),
+    ("c21_s2_pad_incl", [1, 7, 9, 21], (3, 3), (2, 2), (1, 1, 1, 1), {"count_include_pad": True}, None),
+    ("c3_override", [1, 6, 6, 3], (2, 3), (2, 1), (0, 1, 0, 1), {"divisor_override": 5}, (-50, 60)),
+    ("c40_256_taps_allmin", [1, 16, 16, 40], (16, 16), (1, 1), (0, 0, 0, 0), {}, None),
+    ("c24_256_taps_allmax", [1, 16, 16, 24], (16, 16), (1, 1), (0, 0, 0, 0), {}, None),
+    ("c16_272_taps", [1, 17, 16, 16], (17, 16), (1, 1), (0, 0, 0, 0), {}, None),  # the generic kernel
+]
+
+
+def add_pool(b: Builder, a: Arena, case) -> tuple[int, int]:
+    name, dx, (kh, kw), (sh, sw), (pt, pl, pb, pr), options, act = case
+    oh = (dx[1] + pt + pb - kh) // sh + 1
+    ow = (dx[2] + pl + pr - kw) // sw + 1
+    zp = -128 if act == "relu" else 3
+    x = a.tensor(f"{name}_x", dx, 0.05, zp)
+    y = a.tensor(f"{name}_y", [dx[0], oh, ow, dx[3]], 0.05, zp)
+    lo, hi = _act(act, zp)
+    params = {"kernel_h": kh, "kernel_w": kw, "stride_h": sh, "stride_w": sw, "pad_top": pt, "pad_left": pl,
+              "pad_bottom": pb, "pad_right": pr, "zero_point": zp, "act_min": lo, "act_max": hi, **options}
+    b.op("AVG_POOL2D_S8", [x], [y], ("QuantPool2dParams", params))
+    return x, y
+
+
 def program() -> tuple[dict, bytes]:
     rng = np.random.default_rng(19)
     b = Builder(arena_bytes=0)
@@ -214,14 +241,32 @@ def program() -> tuple[dict, bytes]:
         xs, y = add_add(b, a, case)
         inputs += xs
         outputs.append(y)
+    for case in POOL:
+        x, y = add_pool(b, a, case)
+        inputs.append(x)
+        outputs.append(y)
     tree = b.tree(inputs, outputs)
     return tree, serialize.to_pte(tree, bytes(b.segment))
 
 
 def samples(tree: dict) -> list[list[np.ndarray]]:
+    """Random int8 inputs; the pools' allmin / allmax inputs constant (the
+    extreme sums of 256 taps: -32768, 32512)."""
     rng = np.random.default_rng(7)
-    return [[rng.integers(-128, 128, tree["tensors"][t]["dims"], dtype=np.int8) for t in tree["inputs"]]
-            for _ in range(SAMPLES)]
+
+    def one(t: int) -> np.ndarray:
+        d = tree["tensors"][t]
+        x = rng.integers(-128, 128, d["dims"], dtype=np.int8)
+        if d["name"].endswith("allmin_x"):
+            x[:] = -128
+        if d["name"].endswith("allmax_x"):
+            x[:] = 127
+        return x
+
+    return [[one(t) for t in tree["inputs"]] for _ in range(SAMPLES)]
+
+
+NAMES = [c[0] for c in LINEAR] + [c[0] for c in ADD] + [c[0] for c in POOL]
 
 
 def test_the_reference_outputs_are_not_trivial() -> None:
@@ -229,10 +274,11 @@ def test_the_reference_outputs_are_not_trivial() -> None:
     multipliers above 1, outputs other than the clamp bounds elsewhere."""
     tree, pte = program()
     outs = run_reference(pte, samples(tree))
-    names = [c[0] for c in LINEAR] + [c[0] for c in ADD]
-    for name, y in zip(names, outs):
+    for name, y in zip(NAMES, outs):
         if "big" in name:
             assert (np.abs(y.astype(np.int32)) >= 127).mean() > 0.3 or (y == y.min()).mean() > 0.3, name
+        elif name.endswith(("_allmin", "_allmax")):  # constant inputs: one value
+            assert len(np.unique(y)) == 1, name
         elif "odd" in name or "out_shift" in name:  # saturated outputs, zero-point outputs, others
             assert len(np.unique(y)) >= 3, name
         else:
@@ -251,17 +297,17 @@ def test_linear_and_add_fast_paths_bit_exact_in_qemu(board: str, tmp_path) -> No
                      profile=True)
     assert res.exit_code == 0, res.raw[-2000:]
     expected = run_reference(pte, xs)
-    names = [c[0] for c in LINEAR] + [c[0] for c in ADD]
-    for name, got, want in zip(names, res.outputs, expected):
+    for name, got, want in zip(NAMES, res.outputs, expected):
         np.testing.assert_array_equal(got, want, err_msg=name)
     # The fast paths ran: the generic build is slower on the big ops.
     build_firmware(out, opt="-Os -DTMCU_S8_GENERIC")
     generic = runner.run(out, [np.stack([s[k] for s in xs]) for k in range(len(tree["inputs"]))], sim="qemu",
                          profile=True)
     assert generic.exit_code == 0, generic.raw[-2000:]
-    for name, got, want in zip(names, generic.outputs, expected):
+    for name, got, want in zip(NAMES, generic.outputs, expected):
         np.testing.assert_array_equal(got, want, err_msg=name)
     fast, slow = res.kernel_instructions(), generic.kernel_instructions()
     ops = [op["name"] for op in tree["ops"]]
-    for i in (ops.index("linear_s8"), ops.index("add_s8")):  # the first of each: the autoencoder and ResNet shapes
+    # The first of each: the autoencoder's, ResNet-8's and DS-CNN's shapes.
+    for i in (ops.index("linear_s8"), ops.index("add_s8"), ops.index("avg_pool2d_s8")):
         assert fast[i] < 0.5 * slow[i], (board, ops[i], fast[i], slow[i])
