@@ -279,34 +279,40 @@ inline void add_tail(const int8_t* a, const uint8_t* bu, int8_t* out, int32_t n,
   "ssat   %[t], #8, %[t]\n\t" CLAMP            \
   "strb   %[t], [%[out]], #1\n\t"
 
-#define TMCU_ADD_ASM(BODY)                                                                                   \
+#define TMCU_ADD_ASM(BODY, ...)                                                                              \
   __asm__ volatile(BODY                                                                                      \
                    : [a] "+r"(a), [b] "+r"(bu), [out] "+r"(out), [t] "=&r"(t), [s] "=&r"(s2)                 \
                    : [end] "r"(end), [table] "r"(table), [slope] "r"(slope2), [mo] "r"(mo), [round] "r"(round), \
-                     [e] "r"(e), [lo] "r"(lo), [hi] "r"(hi)                                                  \
+                     [e] "r"(e) __VA_ARGS__                                                                  \
                    : "cc", "memory")
 
 #define TMCU_ADD_MAX "cmp %[t], %[lo]\n\tit lt\n\tmovlt %[t], %[lo]\n\t"
-#define TMCU_ADD_MIN "cmp %[t], %[hi]\n\tit gt\n\tmovgt %[t], %[hi]\n\t"
 
-// The n elements (CLAMP as act_min > -128, act_max < 127 ask).
+// The n elements (clamped to [lo, hi] as they ask). 11 registers (12 with
+// the lower bound alone): both bounds (rare on an ADD) run in C.
 inline void add_loop(const int8_t* a, const uint8_t* bu, int8_t* out, int32_t n, const int32_t* table, int32_t slope2,
                      int32_t mo, int32_t round, int32_t e, int32_t lo, int32_t hi) {
+  if (hi < 127) {
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t s = table[bu[i]] + a[i] * slope2;
+      int32_t h;
+      __asm__("smmulr %0, %1, %2" : "=r"(h) : "r"(s), "r"(mo));
+      int32_t v = __ssat((h + round - static_cast<int32_t>(static_cast<uint32_t>(s) >> 31)) >> e, 8);
+      v = v < lo ? lo : v;
+      out[i] = static_cast<int8_t>(v > hi ? hi : v);
+    }
+    return;
+  }
   const int8_t* const end = a + (n & ~1);
   int32_t t, s2;
-  if (hi < 127) {
-    if (a != end) TMCU_ADD_ASM("1:\n\t" TMCU_ADD_ONE(TMCU_ADD_MAX TMCU_ADD_MIN) TMCU_ADD_ONE(TMCU_ADD_MAX TMCU_ADD_MIN)
-                               "cmp %[a], %[end]\n\tbne 1b");
-    if (n & 1) TMCU_ADD_ASM(TMCU_ADD_ONE(TMCU_ADD_MAX TMCU_ADD_MIN));
-  } else if (lo > -128) {
-    if (a != end) TMCU_ADD_ASM("1:\n\t" TMCU_ADD_ONE(TMCU_ADD_MAX) TMCU_ADD_ONE(TMCU_ADD_MAX) "cmp %[a], %[end]\n\tbne 1b");
-    if (n & 1) TMCU_ADD_ASM(TMCU_ADD_ONE(TMCU_ADD_MAX));
+  if (lo > -128) {
+    if (a != end) TMCU_ADD_ASM("1:\n\t" TMCU_ADD_ONE(TMCU_ADD_MAX) TMCU_ADD_ONE(TMCU_ADD_MAX) "cmp %[a], %[end]\n\tbne 1b", , [lo] "r"(lo));
+    if (n & 1) TMCU_ADD_ASM(TMCU_ADD_ONE(TMCU_ADD_MAX), , [lo] "r"(lo));
   } else {
     if (a != end) TMCU_ADD_ASM("1:\n\t" TMCU_ADD_ONE("") TMCU_ADD_ONE("") "cmp %[a], %[end]\n\tbne 1b");
     if (n & 1) TMCU_ADD_ASM(TMCU_ADD_ONE(""));
   }
 }
-#undef TMCU_ADD_MIN
 #undef TMCU_ADD_MAX
 #undef TMCU_ADD_ASM
 #undef TMCU_ADD_ONE
