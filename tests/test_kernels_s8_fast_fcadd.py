@@ -71,7 +71,8 @@ LINEAR = [
     ("k1303_n6_chunked_odd", 1, 1303, 6, False, False, 0, 0, None, "calib", False),
     ("k8_n10", 1, 8, 10, True, True, 11, 20, None, "calib", False),
     ("k28_n5_big", 2, 28, 5, True, True, 0, 0, None, "big", False),
-    ("k60_n9_odd", 1, 60, 9, True, True, -7, 2, None, "odd", False),
+    ("k60_n9_odd", 1, 60, 9, True, True, -7, 2, None, "odd", False),  # MVE: the generic kernel (m < 512, s > 0)
+    ("k44_n8_odd_vector", 2, 44, 8, True, True, 3, -1, None, "odd_vector", False),
     ("k96_n4_tensor_big", 1, 96, 4, False, True, 0, 1, "relu", "big", False),
     ("k64_n11_misaligned", 2, 64, 11, True, True, 9, -1, None, "calib", True),
     ("k33_n3", 4, 33, 3, True, True, 0, 0, (-20, 30), "calib", False),
@@ -89,6 +90,10 @@ def _requant(kind: str, n: int, K: int, rng: np.random.Generator) -> tuple[np.nd
         return np.full(n, 1 << 30, np.int32), np.full(n, -2, np.int32)
     if kind == "big":  # real multipliers 2 .. 2000
         return ref.conv_requant(0.05, rng.uniform(0.04, 40.0, n), 0.001)
+    if kind == "odd_vector":  # extreme multipliers and shifts the MVE vector requantization takes
+        m = np.resize(np.array([0, 512, 2**31 - 1, 1 << 30, 1518500250, 600, 1, 300], np.int64), n)
+        s = np.resize(np.array([5, 30, -31, 0, -1, 12, -3, 0], np.int64), n)
+        return m.astype(np.int32), s.astype(np.int32)
     m = np.array([0, 1, 300, 511, 512, 1 << 30, 2**31 - 1, 1518500250, 1 << 30, 77], np.int64)[:n]
     s = np.array([3, 5, 1, 30, 2, -31, -1, 0, -18, 4], np.int64)[:n]
     m = np.resize(m, n)

@@ -253,54 +253,65 @@ inline void fc_expand(const int8_t* x, int32_t K, int16x2_t* xp) {
 
 #if TMCU_S8_MVE
 
-// linear_s8 of portable_s8.h: blocks of kFcRows weight rows, requantized
-// as a vector (a block whose multipliers requant_v cannot take, see
-// fast_s8.h, one output at a time), then the remaining rows one at a time.
+// True when requant_v is requantize() for every channel of [0, n): as
+// fast_s8.h's requant_vector_ok, 4 channels at a time (no lane with s > 0
+// and m - 1 < 511 unsigned).
+inline bool fc_vector_ok(const int32_t* multiplier, const int32_t* shift, int32_t n) {
+  uint32_t bad = 0;
+  int32_t c = 0;
+  for (; c + 4 <= n; c += 4) {
+    const uint32x4_t up = vreinterpretq_u32_s32(vshrq_n_s32(vnegq_s32(vldrwq_s32(shift + c)), 31));
+    const uint32x4_t small = vqsubq_u32(vdupq_n_u32(511), vreinterpretq_u32_s32(vsubq_n_s32(vldrwq_s32(multiplier + c), 1)));
+    bad = vmaxvq_u32(bad, vandq_u32(up, small));
+  }
+  return bad == 0 && requant_vector_ok(multiplier + c, shift + c, n - c);
+}
+
+// The blocks of linear_s8 below, per channel or per tensor.
+template <bool kPerChannel>
+[[gnu::always_inline]] inline void fc_blocks(const int8_t* in, const int8_t* wj, int32_t K, int32_t N,
+                                             const FcSteps& st, const int32_t* bias, const int32_t* multiplier,
+                                             const int32_t* shift, const s8::OutQuant& quant, int8_t* out) {
+  const int32x4_t zero = vdupq_n_s32(0);
+  const int32x4_t lo = vdupq_n_s32(quant.lo), hi = vdupq_n_s32(quant.hi);
+  const int32_t m0 = multiplier[0], s0 = shift[0];
+  const int32_t up0 = s0 > 0 ? s0 : 0, down0 = s0 < 0 ? s0 : 0, neg0 = s0 < 0 ? 1 : 0;
+  int32_t o = 0;
+  for (; o + kFcRows <= N; o += kFcRows, wj += kFcRows * K) {
+    int32x4_t v = fc_dots<kFcRows>(in, wj, K, st, bias ? vldrwq_s32(bias + o) : zero);
+    if (kPerChannel) {
+      const int32x4_t s = vldrwq_s32(shift + o);
+      const int32x4_t h = vqrdmulhq_s32(vqshlq_s32(v, vmaxq_s32(s, zero)), vldrwq_s32(multiplier + o));
+      v = vrshlq_s32(vaddq_s32(h, vandq_s32(vshrq_n_s32(h, 31), vshrq_n_s32(s, 31))), vminq_s32(s, zero));
+    } else {  // scalar operands: fewer vector registers live
+      const int32x4_t h = vqrdmulhq_n_s32(vqshlq_r_s32(v, up0), m0);
+      v = vrshlq_n_s32(vmlaq_n_s32(h, vshrq_n_s32(h, 31), neg0), down0);
+    }
+    vstrbq_s32(out + o, vaddq_n_s32(vminq_s32(vmaxq_s32(v, lo), hi), quant.offset));
+  }
+  for (; o < N; ++o, wj += K) {
+    const int32x4_t acc = fc_dots<1>(in, wj, K, st, vdupq_n_s32(bias ? bias[o] : 0));
+    const int32_t c = kPerChannel ? o : 0;
+    out[o] = fc_finish(vgetq_lane_s32(acc, 0), multiplier[c], shift[c], quant);
+  }
+}
+
+// linear_s8 of portable_s8.h: blocks of kFcRows weight rows requantized as
+// a vector, then the remaining rows one at a time; when requant_v cannot
+// take the multipliers (fast_s8.h), every output as the generic kernel.
 [[gnu::noinline]] inline bool linear_s8(const int8_t* in, const int8_t* w, const int32_t* bias,
                                         const int32_t* multiplier, const int32_t* shift, int32_t num_requant,
                                         int8_t* out, int32_t batch, int32_t in_features, int32_t out_features,
                                         int32_t output_offset, int32_t act_min, int32_t act_max) {
+  if (!fc_vector_ok(multiplier, shift, num_requant)) return false;
   const int32_t K = in_features, N = out_features;
   const s8::OutQuant quant(output_offset, act_min, act_max);
-  const bool per_channel = num_requant == N;
   const FcSteps st(K);
-  const int32x4_t zero = vdupq_n_s32(0);
-  const int32x4_t lo = vdupq_n_s32(quant.lo), hi = vdupq_n_s32(quant.hi);
-  // Per tensor: the block's multiplier and shift parts, fixed.
-  int32x4_t m = vdupq_n_s32(multiplier[0]), s = vdupq_n_s32(shift[0]);
-  int32x4_t up = vmaxq_s32(s, zero), down = vminq_s32(s, zero), neg = vshrq_n_s32(s, 31);
-  bool vector_ok = requant_vector_ok(multiplier, shift, 1);
   for (int32_t b = 0; b < batch; ++b, in += K, out += N) {
-    const int8_t* wj = w;
-    int32_t o = 0;
-    for (; o + kFcRows <= N; o += kFcRows, wj += kFcRows * K) {
-      const int32x4_t acc = fc_dots<kFcRows>(in, wj, K, st, bias ? vldrwq_s32(bias + o) : zero);
-      if (per_channel) {
-        m = vldrwq_s32(multiplier + o);
-        s = vldrwq_s32(shift + o);
-        up = vmaxq_s32(s, zero);
-        down = vminq_s32(s, zero);
-        neg = vshrq_n_s32(s, 31);
-        // requant_vector_ok: no lane with s > 0 and m in [1, 512).
-        const mve_pred16_t up_lanes = vcmpgtq_n_s32(s, 0);
-        vector_ok = vcmpcsq_m_n_u32(vreinterpretq_u32_s32(vsubq_n_s32(m, 1)), 511, up_lanes) == up_lanes;
-      }
-      if (vector_ok) {
-        const int32x4_t v = vminq_s32(vmaxq_s32(fc_requant(acc, m, up, down, neg), lo), hi);
-        vstrbq_s32(out + o, vaddq_n_s32(v, quant.offset));
-        continue;
-      }
-      int32_t a[kFcRows];
-      vstrwq_s32(a, acc);
-      for (int j = 0; j < kFcRows; ++j) {
-        const int32_t c = per_channel ? o + j : 0;
-        out[o + j] = fc_finish(a[j], multiplier[c], shift[c], quant);
-      }
-    }
-    for (; o < N; ++o, wj += K) {
-      const int32x4_t acc = fc_dots<1>(in, wj, K, st, vdupq_n_s32(bias ? bias[o] : 0));
-      const int32_t c = per_channel ? o : 0;
-      out[o] = fc_finish(vgetq_lane_s32(acc, 0), multiplier[c], shift[c], quant);
+    if (num_requant == N) {
+      fc_blocks<true>(in, w, K, N, st, bias, multiplier, shift, quant, out);
+    } else {
+      fc_blocks<false>(in, w, K, N, st, bias, multiplier, shift, quant, out);
     }
   }
   return true;
