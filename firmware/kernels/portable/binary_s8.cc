@@ -90,6 +90,9 @@ bool add_s8_same_shape(const int8_t* a, const int32_t* a_dims, const int8_t* b, 
 
 }  // namespace
 
+// Equal shapes: the tabulated fast path (binary_s8_fast.h), else (MVE,
+// fewer elements or other parameters) the 4-lane one above; broadcasts and
+// the rest: the generic kernel.
 void add_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
             int8_t* out, const int32_t* out_dims, int32_t rank, const QuantAddParams& p) {
 #if TMCU_S8_FAST

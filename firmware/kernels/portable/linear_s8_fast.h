@@ -2,14 +2,17 @@
 //
 // The compiler has folded the input offset into the bias (the kernel sums),
 // so each output is bias[o] + the plain int8 dot product of the input row
-// with weight row o. kRows weight rows go through the input row together,
-// so each input load feeds kRows multiply-accumulates:
-// - MVE: 16 int8 lanes per VMLADAVA (one instruction, 16 MACs into a
-//   scalar accumulator), the K % 16 tail predicated; the 4 accumulators of
-//   a block requantized as one vector (requant_v) where that is exact.
-// - DSP: 4 int8s per 32-bit load, the even and the odd bytes sign-extended
-//   to halfword pairs (SXTB16) and multiplied pairwise by SMLAD (2 MACs);
-//   the input's pairs are expanded once per block of rows.
+// with weight row o. Several weight rows go through the input row
+// together, so each input load feeds several multiply-accumulates:
+// - MVE: 4 rows, 16 int8 lanes per VMLADAVA (one instruction, 16 MACs into
+//   a scalar accumulator; 10 instructions per 64 MACs), the K % 16 tail
+//   predicated; the 4 accumulators of a block requantized as one vector
+//   (requant_v's arithmetic, where that is requantize(): checked per call).
+// - DSP: the input row expanded once into SXTB16 halfword pairs (even and
+//   odd bytes of each 4-byte group, on the stack); 2 rows at a time when
+//   the rows are 4-byte aligned: 8 weights per LDRD, 8 input pairs per
+//   LDM, SXTB16 and SMLAD (2 MACs) by hand-scheduled assembly (1.22
+//   instructions per MAC); else 4 rows of 32-bit loads in C.
 //
 // The sums wrap in 32 bits (the instructions wrap): the exact accumulator
 // fits in int32 (the glue's requant_in_range), so the wrapped sum of the
@@ -38,15 +41,15 @@ namespace portable {
 namespace fast {
 namespace {
 
-// Weight rows per block: 4 scalar accumulators (even registers for
-// VMLADAVA), 4 row pointers and the input pointer fit the core registers.
-constexpr int kFcRows = 4;
-
 inline int8_t fc_finish(int32_t acc, int32_t m, int32_t s, const s8::OutQuant& quant) {
   return quant(s8::requantize(acc, m, s));
 }
 
 #if TMCU_S8_MVE
+
+// Weight rows per block: 4 scalar accumulators (even registers for
+// VMLADAVA), 4 row pointers and the input pointer fit the core registers.
+constexpr int kFcRows = 4;
 
 // Trip counts of the dot products over one row of K inputs: n16 full
 // vectors, then a predicated tail of K % 16 lanes.
