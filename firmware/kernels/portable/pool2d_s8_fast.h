@@ -105,6 +105,28 @@ inline void pool_sums(const PoolWindow& win, int32_t c, int16_t* sums) {
 #endif
 }
 
+#if TMCU_S8_MVE
+
+// out[j] = clamp(trunc((sums[j] + padded +- half) / d)) for j < cn, the
+// sign of the rounding term that of the sum (at sum 0, |n| = half < d gives
+// 0 either way); 4 channels per step, the division as the multiply by
+// recip (see avg_pool2d_s8).
+inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t half, uint32_t recip, int32_t lo,
+                        int32_t hi, int8_t* out) {
+  const int32x4_t hv = vdupq_n_s32(half), lov = vdupq_n_s32(lo), hiv = vdupq_n_s32(hi);
+  const uint32x4_t rv = vdupq_n_u32(recip);
+  for (int32_t j = 0; j < cn; j += 4) {
+    const int32x4_t s = vaddq_n_s32(vldrhq_s32(sums + j), padded);
+    const int32x4_t sign = vshrq_n_s32(s, 31);
+    const int32x4_t n = vaddq_s32(s, vsubq_s32(veorq_s32(hv, sign), sign));  // s + half or s - half
+    const uint32x4_t q = vmulhq_u32(vreinterpretq_u32_s32(vabsq_s32(n)), rv);
+    const int32x4_t v = vsubq_s32(veorq_s32(vreinterpretq_s32_u32(q), sign), sign);
+    vstrbq_p_s32(out + j, vminq_s32(vmaxq_s32(v, lov), hiv), vctp32q(static_cast<uint32_t>(cn - j)));
+  }
+}
+
+#endif
+
 }  // namespace
 
 // avg_pool2d_s8 of portable_s8.h for windows of at most kPoolMaxTaps taps;
@@ -135,6 +157,14 @@ inline void pool_sums(const PoolWindow& win, int32_t c, int16_t* sums) {
         const int32_t divisor = pool_divisor(p, o, in_shape, iy0, ix0, count);
         const int32_t half = divisor / 2;
         const int32_t padded = count > 0 ? (divisor - count) * o.zero_point : 0;  // taps the divisor adds
+#if TMCU_S8_MVE
+        // The division by a multiply: floor(|n| * ceil(2^32 / d) / 2^32) =
+        // floor(|n| / d) exactly while |n| * d < 2^32 (the error term
+        // |n| * (ceil - 2^32 / d) / 2^32 stays below 1 / d), d >= 2.
+        const int64_t most = 32768 + (padded < 0 ? -int64_t{padded} : int64_t{padded}) + half;
+        const bool vector_div = divisor >= 2 && most * divisor < (int64_t{1} << 32);
+        const uint32_t recip = vector_div ? static_cast<uint32_t>(((uint64_t{1} << 32) + divisor - 1) / divisor) : 0;
+#endif
         const PoolWindow win{in_n + (iy0 + ky0) * row_stride + (ix0 + kx0) * c_n, ky1 - ky0, kx1 - kx0, row_stride,
                              c_n};
         for (int32_t c = 0; c < c_n; c += kPoolStep) {
@@ -151,6 +181,12 @@ inline void pool_sums(const PoolWindow& win, int32_t c, int16_t* sums) {
               sums[j] = static_cast<int16_t>(s);
             }
           }
+#if TMCU_S8_MVE
+          if (vector_div) {
+            pool_finish(sums, cn, padded, half, recip, lo, hi, out + c);
+            continue;
+          }
+#endif
           for (int32_t j = 0; j < cn; ++j) {
             const int32_t s = sums[j] + padded;
             int32_t v = (s > 0 ? s + half : s - half) / divisor;
