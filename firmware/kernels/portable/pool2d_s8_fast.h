@@ -163,7 +163,8 @@ inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t
         // |n| * (ceil - 2^32 / d) / 2^32 stays below 1 / d), d >= 2.
         const int64_t most = 32768 + (padded < 0 ? -int64_t{padded} : int64_t{padded}) + half;
         const bool vector_div = divisor >= 2 && most * divisor < (int64_t{1} << 32);
-        const uint32_t recip = vector_div ? static_cast<uint32_t>(((uint64_t{1} << 32) + divisor - 1) / divisor) : 0;
+        // ceil(2^32 / d) = floor((2^32 - 1) / d) + 1 (in 32 bits: no 64-bit division helper).
+        const uint32_t recip = vector_div ? 0xffffffffu / static_cast<uint32_t>(divisor) + 1 : 0;
 #endif
         const PoolWindow win{in_n + (iy0 + ky0) * row_stride + (ix0 + kx0) * c_n, ky1 - ky0, kx1 - kx0, row_stride,
                              c_n};
