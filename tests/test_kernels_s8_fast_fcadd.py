@@ -1,5 +1,6 @@
-"""The int8 fast paths of LINEAR_S8 (firmware/kernels/portable/linear_s8_fast.h)
-and ADD_S8 (binary_s8.cc) bit for bit against the NumPy reference, in QEMU on
+"""The int8 fast paths of LINEAR_S8, ADD_S8 and AVG_POOL2D_S8
+(firmware/kernels/portable/linear_s8_fast.h, binary_s8_fast.h,
+pool2d_s8_fast.h) bit for bit against the NumPy reference, in QEMU on
 the M4 (mps2-an386), the M33 (mps2-an505) and the M55 (mps3-an547).
 
 The programs are built by hand (tests/test_runtime_features.py's Builder),
@@ -11,11 +12,14 @@ block falls back to the scalar requantization), a zero multiplier, shift
 path's expanded chunk (640 inputs), and every remainder of the unrolled
 loops (K % 32 in 8s and 4s, K % 4, K % 16 for MVE; output rows % 4 and % 2).
 For ADD: the TFLite parameters of inputs with a larger, a smaller and an
-equal scale (one rescaled input is then a shift: the table-and-shift path;
-neither: the two-table path), zero points -128 and 127, a ReLU range,
-element counts with a tail, below the table threshold, and broadcasting (the
-generic kernel). Every op reads its own inputs and writes its own output;
-random int8 inputs.
+equal scale (one rescaled input is then a shift: the tabulated path;
+neither: the generic one), zero points -128 and 127, a ReLU range, many
+exact rounding ties, the output over its first input (in place), element
+counts with a tail, below the table threshold, and broadcasting (the generic
+kernel). For AVG_POOL2D: DS-CNN's and ResNet-8's global pools, padding with
+and without count_include_pad, divisor_override, channel counts with tails,
+the extreme sums of 256 taps, and 272 taps (the generic kernel). Every op
+reads its own inputs and writes its own output; random int8 inputs.
 """
 
 from __future__ import annotations
@@ -144,6 +148,8 @@ ADD = [
     ("ties_e1", [1, 517], [1, 517], (0.05, 3), (0.03, -7), (0.04, 0), None,
      {"left_shift": 1, "input1_multiplier": 1 << 30, "input1_shift": 0, "input2_multiplier": 1518500250,
       "input2_shift": 0, "output_multiplier": 1 << 30, "output_shift": -1}),
+    # The output over its first input (an in-place residual add).
+    ("in_place", [1, 2001], [1, 2001], (0.06, -2), (0.05, 9), (0.08, -128), "relu", {"in_place": True}),
     ("ties_e2", [1, 300], [1, 300], (0.05, 3), (0.03, -7), (0.04, 2), None,
      {"left_shift": 2, "input1_multiplier": 1288490189, "input1_shift": -1, "input2_multiplier": 1 << 30,
       "input2_shift": 0, "output_multiplier": 1 << 30, "output_shift": -2}),
@@ -153,12 +159,17 @@ ADD = [
 def add_add(b: Builder, a: Arena, case) -> tuple[list[int], int]:
     name, da, db, (s1, z1), (s2, z2), (so, zo), act, override = case
     dy = list(np.broadcast_shapes(tuple(da), tuple(db)))
+    override = dict(override or {})
+    in_place = override.pop("in_place", False)
     x = a.tensor(f"{name}_a", da, s1, z1)
     y = a.tensor(f"{name}_b", db, s2, z2)
-    out = a.tensor(f"{name}_out", dy, so, zo)
+    if in_place:
+        out = b.arena(f"{name}_out", "I8", dy, b.tensors[x]["offset"], so, zo)
+    else:
+        out = a.tensor(f"{name}_out", dy, so, zo)
     lo, hi = _act(act, zo)
     p = ref.add_params(s1, z1, s2, z2, so, zo, lo, hi)
-    p.update(override or {})
+    p.update(override)
     b.op("ADD_S8", [x, y], [out], ("QuantAddParams", p))
     return [x, y], out
 
