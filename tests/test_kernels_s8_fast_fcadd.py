@@ -6,9 +6,8 @@ the M4 (mps2-an386), the M33 (mps2-an505) and the M55 (mps3-an547).
 The programs are built by hand (tests/test_runtime_features.py's Builder),
 so that parameters a compiled model never has are tested as well: per-tensor
 requantization (one multiplier), multipliers above 1 (positive shifts, the
-outputs saturating), multipliers below 512 with positive shifts (the MVE
-block falls back to the scalar requantization), a zero multiplier, shift
--31, weights whose rows are not 4-byte aligned, rows longer than the DSP
+outputs saturating), multipliers below 512 with positive shifts (MVE falls
+back to the generic kernel), a zero multiplier, shift -31, weights whose rows are not 4-byte aligned, rows longer than the DSP
 path's expanded chunk (640 inputs), and every remainder of the unrolled
 loops (K % 32 in 8s and 4s, K % 4, K % 16 for MVE; output rows % 4 and % 2).
 For ADD: the TFLite parameters of inputs with a larger, a smaller and an
