@@ -78,6 +78,8 @@ LINEAR = [
     ("k44_n8_odd_vector", 2, 44, 8, True, True, 3, -1, None, "odd_vector", False),
     ("k96_n4_tensor_big", 1, 96, 4, False, True, 0, 1, "relu", "big", False),
     ("k64_n11_misaligned", 2, 64, 11, True, True, 9, -1, None, "calib", True),
+    ("k256_n2_few_rows", 1, 256, 2, True, True, -128, 0, None, "calib", False),  # MobileNet's classifier
+    ("k13_n1_few_rows", 3, 13, 1, False, False, 7, 4, None, "calib", False),
     ("k33_n3", 4, 33, 3, True, True, 0, 0, (-20, 30), "calib", False),
     # Small weights and multiplier 0.5 >> 2 (shift -3): many exact ties of
     # the rounding shift, on both signs (half away from zero).

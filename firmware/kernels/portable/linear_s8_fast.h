@@ -342,6 +342,31 @@ constexpr int32_t kFcGroup = 64;
   for (; j < n; ++j, w += K) fc_dots1(x, xp, w, kn, acc + j);
 }
 
+// out[0..n) (n = 1 or 2 rows K apart) without the expansion, for so few
+// rows that expanding the input would cost more than it saves: 4 inputs
+// per step, their pairs shared by the rows, the K % 4 tail in C.
+[[gnu::always_inline]] inline void fc_few_rows(const int8_t* x, const int8_t* w, int32_t K, int32_t n,
+                                               const int32_t* bias, const int32_t* multiplier,
+                                               const int32_t* shift, int32_t step, const s8::OutQuant& quant,
+                                               int8_t* out) {
+  int32_t a0 = bias ? bias[0] : 0, a1 = n > 1 && bias ? bias[1] : 0;
+  const int8_t* w0 = w;
+  const int8_t* w1 = n > 1 ? w + K : w;  // one row: the second sum is dropped
+  const int8_t* const end = x + (K & ~3);
+  for (; x != end; x += 4) {
+    const int32_t v = fc_load32(x);
+    const int16x2_t xe = __sxtb16(v), xo = fc_sxtb16_ror8(v);
+    a0 = fc_mac4(a0, xe, xo, w0);
+    a1 = fc_mac4(a1, xe, xo, w1);
+  }
+  for (int32_t k = 0; k < (K & 3); ++k) {
+    a0 = fc_wrap_mac(a0, x[k], w0[k]);
+    a1 = fc_wrap_mac(a1, x[k], w1[k]);
+  }
+  out[0] = fc_out(a0, multiplier[0], shift[0], quant);
+  if (n > 1) out[1] = fc_out(a1, multiplier[step], shift[step], quant);
+}
+
 // linear_s8 of portable_s8.h: the input row expanded once (in chunks when
 // longer than kFcChunk), the rows as fc_rows, then each output requantized.
 [[gnu::noinline]] inline bool linear_s8(const int8_t* in, const int8_t* w, const int32_t* bias,
@@ -355,6 +380,10 @@ constexpr int32_t kFcGroup = 64;
   int16x2_t xp[kFcChunk / 2];
   int32_t acc[kFcGroup];
   for (int32_t b = 0; b < batch; ++b, in += K, out += N) {
+    if (N <= 2) {
+      fc_few_rows(in, w, K, N, bias, multiplier, shift, step, quant, out);
+      continue;
+    }
     if (K <= kFcChunk) {  // one chunk: blocks of rows, each requantized at once
       fc_expand(in, K, xp);
       const int8_t* wj = w;
