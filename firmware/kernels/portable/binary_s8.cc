@@ -1,3 +1,4 @@
+#include "binary_s8_fast.h"
 #include "broadcast.h"
 #include "fast_s8.h"
 #include "portable_s8.h"
@@ -89,8 +90,20 @@ bool add_s8_same_shape(const int8_t* a, const int32_t* a_dims, const int8_t* b, 
 
 }  // namespace
 
+// Equal shapes: the tabulated fast path (binary_s8_fast.h), else (MVE,
+// fewer elements or other parameters) the 4-lane one above; broadcasts and
+// the rest: the generic kernel.
 void add_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
             int8_t* out, const int32_t* out_dims, int32_t rank, const QuantAddParams& p) {
+#if TMCU_S8_FAST
+  int32_t n = 1;
+  bool same = true;
+  for (int32_t d = 0; d < rank; ++d) {
+    same = same && a_dims[d] == out_dims[d] && b_dims[d] == out_dims[d];
+    n *= out_dims[d];
+  }
+  if (same && fast::add_s8_same_shape(a, b, out, n, p)) return;
+#endif
 #if TMCU_S8_MVE
   if (add_s8_same_shape(a, a_dims, b, b_dims, out, out_dims, rank, p)) return;
 #endif

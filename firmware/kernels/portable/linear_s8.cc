@@ -1,3 +1,4 @@
+#include "linear_s8_fast.h"
 #include "portable_s8.h"
 #include "requantize_s8.h"
 
@@ -10,6 +11,12 @@ void linear_s8(const int8_t* in, const int8_t* w, const int32_t* bias,
                const int32_t* multiplier, const int32_t* shift, int32_t num_requant, int8_t* out,
                int32_t batch, int32_t in_features, int32_t out_features, int32_t output_offset,
                int32_t act_min, int32_t act_max) {
+#if TMCU_S8_FAST
+  if (fast::linear_s8(in, w, bias, multiplier, shift, num_requant, out, batch, in_features, out_features,
+                      output_offset, act_min, act_max)) {
+    return;
+  }
+#endif
   const s8::OutQuant quant(output_offset, act_min, act_max);
   const bool per_channel = num_requant == out_features;
   for (int32_t b = 0; b < batch; ++b) {

@@ -1,0 +1,330 @@
+"""The int8 fast paths of LINEAR_S8, ADD_S8 and AVG_POOL2D_S8
+(firmware/kernels/portable/linear_s8_fast.h, binary_s8_fast.h,
+pool2d_s8_fast.h) bit for bit against the NumPy reference, in QEMU on
+the M4 (mps2-an386), the M33 (mps2-an505) and the M55 (mps3-an547).
+
+The programs are built by hand (tests/test_runtime_features.py's Builder),
+so that parameters a compiled model never has are tested as well: per-tensor
+requantization (one multiplier), multipliers above 1 (positive shifts, the
+outputs saturating), multipliers below 512 with positive shifts (MVE falls
+back to the generic kernel), a zero multiplier, shift -31, weights whose rows are not 4-byte aligned, rows longer than the DSP
+path's expanded chunk (640 inputs), and every remainder of the unrolled
+loops (K % 32 in 8s and 4s, K % 4, K % 16 for MVE; output rows % 4 and % 2).
+For ADD: the TFLite parameters of inputs with a larger, a smaller and an
+equal scale (one rescaled input is then a shift: the tabulated path;
+neither: the generic one), zero points -128 and 127, a ReLU range, many
+exact rounding ties, the output over its first input (in place), element
+counts with a tail, below the table threshold, and broadcasting (the generic
+kernel). For AVG_POOL2D: DS-CNN's and ResNet-8's global pools, padding with
+and without count_include_pad, divisor_override, channel counts with tails,
+the extreme sums of 256 taps, and 272 taps (the generic kernel). Every op
+reads its own inputs and writes its own output; random int8 inputs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import needs_arm_gcc, needs_qemu
+from test_runtime_features import Builder
+from torchmcu import reference as ref
+from torchmcu.boards import load_board
+from torchmcu.builder import kernel_table
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.compiler import choose_arena_memory
+from torchmcu.program import serialize
+from torchmcu.program.c_api import IoTensor, api_sources
+from torchmcu.program.interpret import run_reference
+from torchmcu.sim import runner
+
+BOARDS = ["mps2-an386", "mps2-an505", "mps3-an547"]
+SAMPLES = 2
+
+
+class Arena:
+    """Builder arena tensors placed one after the other, 16-byte aligned."""
+
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+        self.top = 0
+
+    def tensor(self, name: str, dims: list[int], scale: float, zp: int) -> int:
+        t = self.b.arena(name, "I8", dims, self.top, scale, zp)
+        self.top = serialize._pad(self.top + int(np.prod(dims)))
+        self.b.arena_bytes = self.top
+        return t
+
+
+def misaligned_const(b: Builder, name: str, value: np.ndarray) -> int:
+    """An int8 constant one byte past a 16-byte boundary."""
+    t = b.const(name, "I8", np.concatenate([np.zeros(1, np.int8), value.reshape(-1)]))
+    b.tensors[t].update(offset=b.tensors[t]["offset"] + 1, nbytes=value.size, dims=list(value.shape))
+    return t
+
+
+# (name, batch, K, N, per_channel, bias, zp_in, zp_out, act, requant, misaligned)
+# requant: "calib" (conv_requant of plausible scales), "big" (multipliers > 1),
+# "odd" (hand-picked multipliers and shifts).
+LINEAR = [
+    ("ae_640x128_relu", 1, 640, 128, True, True, 3, -128, "relu", "calib", False),
+    ("k37_n13_tensor", 3, 37, 13, False, True, -128, 5, None, "calib", False),
+    ("k700_n7_chunked", 2, 700, 7, True, True, 127, -3, None, "calib", False),
+    ("k1303_n6_chunked_odd", 1, 1303, 6, False, False, 0, 0, None, "calib", False),
+    ("k8_n10", 1, 8, 10, True, True, 11, 20, None, "calib", False),
+    ("k28_n5_big", 2, 28, 5, True, True, 0, 0, None, "big", False),
+    ("k60_n9_odd", 1, 60, 9, True, True, -7, 2, None, "odd", False),  # MVE: the generic kernel (m < 512, s > 0)
+    ("k44_n8_odd_vector", 2, 44, 8, True, True, 3, -1, None, "odd_vector", False),
+    ("k96_n4_tensor_big", 1, 96, 4, False, True, 0, 1, "relu", "big", False),
+    ("k64_n11_misaligned", 2, 64, 11, True, True, 9, -1, None, "calib", True),
+    ("k256_n2_few_rows", 1, 256, 2, True, True, -128, 0, None, "calib", False),  # MobileNet's classifier
+    ("k13_n1_few_rows", 3, 13, 1, False, False, 7, 4, None, "calib", False),
+    ("k33_n3", 4, 33, 3, True, True, 0, 0, (-20, 30), "calib", False),
+    # Small weights and multiplier 0.5 >> 2 (shift -3): many exact ties of
+    # the rounding shift, on both signs (half away from zero).
+    ("k20_n12_ties", 3, 20, 12, True, True, 0, 0, None, "ties", False),
+    ("k36_n8_tensor_ties", 2, 36, 8, False, True, 5, -2, None, "ties", False),
+]
+
+
+def _requant(kind: str, n: int, K: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    if kind == "calib":  # outputs spread over the int8 range for random int8 inputs and weights
+        return ref.conv_requant(1.0, rng.uniform(0.5, 1.5, n) * 60 / (np.sqrt(K) * 110 * 74), 1.0)
+    if kind == "ties":
+        return np.full(n, 1 << 30, np.int32), np.full(n, -2, np.int32)
+    if kind == "big":  # real multipliers 2 .. 2000
+        return ref.conv_requant(0.05, rng.uniform(0.04, 40.0, n), 0.001)
+    if kind == "odd_vector":  # extreme multipliers and shifts the MVE vector requantization takes
+        m = np.resize(np.array([0, 512, 2**31 - 1, 1 << 30, 1518500250, 600, 1, 300], np.int64), n)
+        s = np.resize(np.array([5, 30, -31, 0, -1, 12, -3, 0], np.int64), n)
+        return m.astype(np.int32), s.astype(np.int32)
+    m = np.array([0, 1, 300, 511, 512, 1 << 30, 2**31 - 1, 1518500250, 1 << 30, 77], np.int64)[:n]
+    s = np.array([3, 5, 1, 30, 2, -31, -1, 0, -18, 4], np.int64)[:n]
+    m = np.resize(m, n)
+    s = np.resize(s, n)
+    return m.astype(np.int32), s.astype(np.int32)
+
+
+def _act(act, zp_out: int) -> tuple[int, int]:
+    if act == "relu":
+        return zp_out, 127
+    return act if act else (-128, 127)
+
+
+def add_linear(b: Builder, a: Arena, case, rng: np.random.Generator) -> tuple[int, int]:
+    name, batch, K, N, per_channel, has_bias, zp_in, zp_out, act, kind, misaligned = case
+    x = a.tensor(f"{name}_x", [batch, K], 0.05, zp_in)
+    y = a.tensor(f"{name}_y", [batch, N], 0.1, zp_out)
+    w = rng.integers(-2, 3, (N, K), dtype=np.int8) if kind == "ties" else rng.integers(-127, 128, (N, K), dtype=np.int8)
+    reach = 50 if kind == "ties" else 2000
+    bias = rng.integers(-reach, reach, N) if has_bias else None
+    mult, shift = _requant(kind, N if per_channel else 1, K, rng)
+    wid = misaligned_const(b, f"{name}_w", w) if misaligned else b.const(f"{name}_w", "I8", w)
+    ids = [x, wid, b.const(f"{name}_bias", "I32", ref.fold_linear_bias(bias, w, -zp_in)),
+           b.const(f"{name}_mult", "I32", mult), b.const(f"{name}_shift", "I32", shift)]
+    lo, hi = _act(act, zp_out)
+    b.op("LINEAR_S8", ids, [y], ("QuantLinearParams", {"input_offset": -zp_in, "output_offset": zp_out,
+                                                       "act_min": lo, "act_max": hi}))
+    return x, y
+
+
+# (name, a dims, b dims, (s1, zp1), (s2, zp2), (s_out, zp_out), act, params override)
+ADD = [
+    ("resnet_like", [1, 16, 16, 16], [1, 16, 16, 16], (0.05, -3), (0.08, 10), (0.1, -128), "relu", None),
+    ("smaller_first_tail", [1, 1003], [1, 1003], (0.02, 127), (0.07, -128), (0.09, 4), None, None),
+    ("equal_scales", [2, 300], [2, 300], (0.04, 0), (0.04, -128), (0.05, 0), None, None),
+    ("below_threshold", [1, 77], [1, 77], (0.05, 1), (0.03, 2), (0.06, -5), None, None),
+    ("broadcast", [1, 4, 4, 16], [1, 1, 1, 16], (0.05, 0), (0.02, 3), (0.07, 1), None, None),
+    # Neither rescale is a plain shift: both inputs tabulated.
+    ("two_tables", [1, 700], [1, 700], (0.05, 5), (0.03, -9), (0.04, 0), (-100, 90),
+     {"input1_multiplier": 1518500250, "input1_shift": -1}),
+    # Output multiplier with shift 0 and one with a positive shift: the generic path.
+    ("out_shift_0", [1, 300], [1, 300], (0.05, 5), (0.03, -9), (0.04, 0), None,
+     {"output_multiplier": 1 << 30, "output_shift": 0, "left_shift": 8}),
+    ("out_shift_up", [1, 300], [1, 300], (0.05, 5), (0.03, -9), (0.04, 0), None,
+     {"output_multiplier": 1 << 30, "output_shift": 2, "left_shift": 4}),
+    # Small sums and output multiplier 0.5 >> 1 (and >> 2): many exact ties
+    # of the output's rounding shift, on both signs.
+    ("ties_e1", [1, 517], [1, 517], (0.05, 3), (0.03, -7), (0.04, 0), None,
+     {"left_shift": 1, "input1_multiplier": 1 << 30, "input1_shift": 0, "input2_multiplier": 1518500250,
+      "input2_shift": 0, "output_multiplier": 1 << 30, "output_shift": -1}),
+    # The output over its first input (an in-place residual add).
+    ("in_place", [1, 2001], [1, 2001], (0.06, -2), (0.05, 9), (0.08, -128), "relu", {"in_place": True}),
+    ("ties_e2", [1, 300], [1, 300], (0.05, 3), (0.03, -7), (0.04, 2), None,
+     {"left_shift": 2, "input1_multiplier": 1288490189, "input1_shift": -1, "input2_multiplier": 1 << 30,
+      "input2_shift": 0, "output_multiplier": 1 << 30, "output_shift": -2}),
+]
+
+
+def add_add(b: Builder, a: Arena, case) -> tuple[list[int], int]:
+    name, da, db, (s1, z1), (s2, z2), (so, zo), act, override = case
+    dy = list(np.broadcast_shapes(tuple(da), tuple(db)))
+    override = dict(override or {})
+    in_place = override.pop("in_place", False)
+    x = a.tensor(f"{name}_a", da, s1, z1)
+    y = a.tensor(f"{name}_b", db, s2, z2)
+    if in_place:
+        out = b.arena(f"{name}_out", "I8", dy, b.tensors[x]["offset"], so, zo)
+    else:
+        out = a.tensor(f"{name}_out", dy, so, zo)
+    lo, hi = _act(act, zo)
+    p = ref.add_params(s1, z1, s2, z2, so, zo, lo, hi)
+    p.update(override)
+    b.op("ADD_S8", [x, y], [out], ("QuantAddParams", p))
+    return [x, y], out
+
+
+def firmware_dir(tmp_path, tree: dict, pte: bytes, board: str):
+    """What `torchmcu compile` writes, as far as `build` and `run` need it (as
+    test_runtime_features.build_dir, with the arena in a memory of the board
+    and the model's C API sources)."""
+    out = tmp_path / "build"
+    out.mkdir()
+    (out / "model.pte").write_bytes(pte)
+    h, c = serialize.model_pte_sources(pte)
+    (out / "model_pte.h").write_text(h)
+    (out / "model_pte.c").write_text(c)
+    size = tree["arenas"][0]["size"]
+    arenas = [serialize.ArenaSpec(choose_arena_memory(load_board(board), size), size)]
+    h, c = serialize.model_arena_sources(arenas)
+    (out / "model_arenas.h").write_text(h)
+    (out / "model_arenas.c").write_text(c)
+    codes = sorted({op["code"] for op in tree["ops"]})
+    (out / "kernel_table.cc").write_text(kernel_table.kernel_table_source(codes))
+    (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
+
+    def io(t: int) -> IoTensor:
+        d = tree["tensors"][t]
+        return IoTensor(d["name"], tuple(d["dims"]), tuple(range(len(d["dims"]))), "int8", d["scale"],
+                        d["zero_point"])
+
+    h, c = api_sources(serialize.DEFAULT_SYMBOL, [io(t) for t in tree["inputs"]], [io(t) for t in tree["outputs"]],
+                       {"board": board, "quant": "int8", "arena_bytes": size,
+                        "program_bytes": len(serialize.device_image(pte))})
+    (out / f"{serialize.DEFAULT_SYMBOL}.h").write_text(h)
+    (out / f"{serialize.DEFAULT_SYMBOL}.cc").write_text(c)
+
+    def meta(t: int) -> dict:
+        d = tree["tensors"][t]
+        return {"name": d["name"], "shape": d["dims"], "dtype": "int8", "scale": d["scale"],
+                "zero_point": d["zero_point"]}
+
+    (out / "model.json").write_text(json.dumps({
+        "board": board, "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size}
+                                   for a in arenas],
+        "inputs": [meta(t) for t in tree["inputs"]], "outputs": [meta(t) for t in tree["outputs"]],
+        "quant": "int8", "float_tolerance": {"rtol": 1e-5, "atol_scale": 1e-5}}))
+    return out
+
+
+# (name, x dims NHWC, kernel, stride, pad (top, left, bottom, right), options, act)
+POOL = [
+    ("ds_cnn_global", [1, 25, 5, 64], (25, 5), (1, 1), (0, 0, 0, 0), {}, None),
+    ("resnet_global", [1, 8, 8, 64], (8, 8), (1, 1), (0, 0, 0, 0), {}, None),
+    ("c21_s2_pad", [2, 7, 9, 21], (3, 3), (2, 2), (1, 1, 1, 1), {}, "relu"),
+    ("c21_s2_pad_incl", [1, 7, 9, 21], (3, 3), (2, 2), (1, 1, 1, 1), {"count_include_pad": True}, None),
+    ("c3_override", [1, 6, 6, 3], (2, 3), (2, 1), (0, 1, 0, 1), {"divisor_override": 5}, (-50, 60)),
+    ("c40_256_taps_allmin", [1, 16, 16, 40], (16, 16), (1, 1), (0, 0, 0, 0), {}, None),
+    ("c24_256_taps_allmax", [1, 16, 16, 24], (16, 16), (1, 1), (0, 0, 0, 0), {}, None),
+    ("c16_272_taps", [1, 17, 16, 16], (17, 16), (1, 1), (0, 0, 0, 0), {}, None),  # the generic kernel
+]
+
+
+def add_pool(b: Builder, a: Arena, case) -> tuple[int, int]:
+    name, dx, (kh, kw), (sh, sw), (pt, pl, pb, pr), options, act = case
+    oh = (dx[1] + pt + pb - kh) // sh + 1
+    ow = (dx[2] + pl + pr - kw) // sw + 1
+    zp = -128 if act == "relu" else 3
+    x = a.tensor(f"{name}_x", dx, 0.05, zp)
+    y = a.tensor(f"{name}_y", [dx[0], oh, ow, dx[3]], 0.05, zp)
+    lo, hi = _act(act, zp)
+    params = {"kernel_h": kh, "kernel_w": kw, "stride_h": sh, "stride_w": sw, "pad_top": pt, "pad_left": pl,
+              "pad_bottom": pb, "pad_right": pr, "zero_point": zp, "act_min": lo, "act_max": hi, **options}
+    b.op("AVG_POOL2D_S8", [x], [y], ("QuantPool2dParams", params))
+    return x, y
+
+
+def program() -> tuple[dict, bytes]:
+    rng = np.random.default_rng(19)
+    b = Builder(arena_bytes=0)
+    a = Arena(b)
+    inputs, outputs = [], []
+    for case in LINEAR:
+        x, y = add_linear(b, a, case, rng)
+        inputs.append(x)
+        outputs.append(y)
+    for case in ADD:
+        xs, y = add_add(b, a, case)
+        inputs += xs
+        outputs.append(y)
+    for case in POOL:
+        x, y = add_pool(b, a, case)
+        inputs.append(x)
+        outputs.append(y)
+    tree = b.tree(inputs, outputs)
+    return tree, serialize.to_pte(tree, bytes(b.segment))
+
+
+def samples(tree: dict) -> list[list[np.ndarray]]:
+    """Random int8 inputs; the pools' allmin / allmax inputs constant (the
+    extreme sums of 256 taps: -32768, 32512)."""
+    rng = np.random.default_rng(7)
+
+    def one(t: int) -> np.ndarray:
+        d = tree["tensors"][t]
+        x = rng.integers(-128, 128, d["dims"], dtype=np.int8)
+        if d["name"].endswith("allmin_x"):
+            x[:] = -128
+        if d["name"].endswith("allmax_x"):
+            x[:] = 127
+        return x
+
+    return [[one(t) for t in tree["inputs"]] for _ in range(SAMPLES)]
+
+
+NAMES = [c[0] for c in LINEAR] + [c[0] for c in ADD] + [c[0] for c in POOL]
+
+
+def test_the_reference_outputs_are_not_trivial() -> None:
+    """The cases reach what they are there for: saturated outputs for the
+    multipliers above 1, outputs other than the clamp bounds elsewhere."""
+    tree, pte = program()
+    outs = run_reference(pte, samples(tree))
+    for name, y in zip(NAMES, outs):
+        if "big" in name:
+            assert (np.abs(y.astype(np.int32)) >= 127).mean() > 0.3 or (y == y.min()).mean() > 0.3, name
+        elif name.endswith(("_allmin", "_allmax")):  # constant inputs: one value
+            assert len(np.unique(y)) == 1, name
+        elif "odd" in name or "out_shift" in name:  # saturated outputs, zero-point outputs, others
+            assert len(np.unique(y)) >= 3, name
+        else:
+            assert len(np.unique(y)) > min(8, y.size // 2), name
+
+
+@needs_qemu
+@needs_arm_gcc
+@pytest.mark.parametrize("board", BOARDS)
+def test_linear_and_add_fast_paths_bit_exact_in_qemu(board: str, tmp_path) -> None:
+    tree, pte = program()
+    out = firmware_dir(tmp_path, tree, pte, board)
+    build_firmware(out)
+    xs = samples(tree)
+    res = runner.run(out, [np.stack([s[k] for s in xs]) for k in range(len(tree["inputs"]))], sim="qemu",
+                     profile=True)
+    assert res.exit_code == 0, res.raw[-2000:]
+    expected = run_reference(pte, xs)
+    for name, got, want in zip(NAMES, res.outputs, expected):
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    # The fast paths ran: the generic build is slower on the big ops.
+    build_firmware(out, opt="-Os -DTMCU_S8_GENERIC")
+    generic = runner.run(out, [np.stack([s[k] for s in xs]) for k in range(len(tree["inputs"]))], sim="qemu",
+                         profile=True)
+    assert generic.exit_code == 0, generic.raw[-2000:]
+    for name, got, want in zip(NAMES, generic.outputs, expected):
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    fast, slow = res.kernel_instructions(), generic.kernel_instructions()
+    ops = [op["name"] for op in tree["ops"]]
+    # The first of each: the autoencoder's, ResNet-8's and DS-CNN's shapes.
+    for i in (ops.index("linear_s8"), ops.index("add_s8"), ops.index("avg_pool2d_s8")):
+        assert fast[i] < 0.5 * slow[i], (board, ops[i], fast[i], slow[i])
