@@ -19,7 +19,7 @@ namespace fast {
 
 // Per output pixel, 16 channels (four vectors of 4 int32 lanes; the channel
 // tail one vector at a time, predicated) over the window's in-bounds taps: acc += (x + offset) * w.
-[[gnu::noinline]] inline bool depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+[[gnu::noinline]] inline bool depthwise_pixels(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
                          int32_t kernel_w, int32_t depth_multiplier, const int32_t* bias,
                          const int32_t* multiplier, const int32_t* shift, int8_t* out, Shape4 out_shape,
                          const QuantConvParams& p) {
@@ -91,6 +91,200 @@ namespace fast {
   return true;
 }
 
+
+// The row-group path (depth multiplier 1, kernels up to 4x4, stride_w 1 or
+// 2, no width dilation): per channel, four output rows at a time, one per
+// int32 lane. Each output row gets a buffer row of column words: word bc
+// holds the channel's input at column bc - pad_left of the window's rows
+// (byte ky: row ky, kernel_h <= ky < 4 repeats the last one), the zero
+// point where outside the input. The window of output column ox is then
+// the 16 contiguous bytes at word ox * stride_w, and one VMLADAV against the
+// channel's weights in the same [kx][ky] order (zero where kx >= kernel_w
+// or ky >= kernel_h) is its sum. The buffer rows come from the NHWC input
+// by byte gathers (8 lanes: two columns). Padded taps hold the zero point,
+// so the input offset folds into the bias once per channel: bias +
+// offset * (sum of the weights). Requantization is of 4 rows of one
+// channel: scalar multiplier and shift (VQRDMULH, VRSHL by a register).
+namespace dw {
+
+constexpr int32_t kRows = 4;      // output rows per group: the int32 lanes
+constexpr int32_t kMaxCols = 64;  // columns of a buffer row (words)
+
+// Four scalars into the four lanes: two VMOVs of two lanes each (GCC builds
+// a vector from scalars one lane at a time or through the stack). Which of
+// the VMOV's two lanes gets which register is left to the instruction:
+// the outputs' store offsets go through the same function, so a row's
+// result and its offset share a lane either way.
+[[gnu::always_inline]] inline int32x4_t lanes4(int32_t a0, int32_t a1, int32_t a2, int32_t a3) {
+  int32x4_t v;
+  __asm__("vmov %q0[2], %q0[0], %3, %1\n\tvmov %q0[3], %q0[1], %4, %2"
+          : "=&w"(v)
+          : "r"(a0), "r"(a1), "r"(a2), "r"(a3));
+  return v;
+}
+
+// The outputs of `n` columns of four rows (windows at p0..p3, advancing
+// 4 * kStride bytes per column) of one channel: VMLADAV, bias, requantize()
+// (kNeg: shift < 0, t = hi - (hi < 0) rounded by VRSHL as requant_v; else
+// the left shift saturating before VQRDMULH), clamp, offset, and a scatter
+// store of the 4 rows' bytes (row offsets in offs; a tail group repeats its
+// last row, storing the same byte twice).
+template <bool kNeg, int kStride>
+[[gnu::always_inline]] inline void columns(const int8_t* p0, const int8_t* p1, const int8_t* p2, const int8_t* p3,
+                                           int8x16_t wv, int32_t bias, int32_t m, int32_t s, int8_t* o,
+                                           uint32x4_t offs, int32_t c_n, int32_t n, int32x4_t lo, int32x4_t hi,
+                                           int32_t zp) {
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t a0 = vmladavq_s8(vldrbq_s8(p0), wv);
+    const int32_t a1 = vmladavq_s8(vldrbq_s8(p1), wv);
+    const int32_t a2 = vmladavq_s8(vldrbq_s8(p2), wv);
+    const int32_t a3 = vmladavq_s8(vldrbq_s8(p3), wv);
+    p0 += 4 * kStride;
+    p1 += 4 * kStride;
+    p2 += 4 * kStride;
+    p3 += 4 * kStride;
+    const int32x4_t acc = vaddq_n_s32(lanes4(a0, a1, a2, a3), bias);
+    int32x4_t r;
+    if constexpr (kNeg) {
+      const int32x4_t h = vqrdmulhq_n_s32(acc, m);
+      r = vrshlq_n_s32(vaddq_s32(h, vshrq_n_s32(h, 31)), s);
+    } else {
+      r = vqrdmulhq_n_s32(vqshlq_r_s32(acc, s), m);
+    }
+    vstrbq_scatter_offset_s32(o, offs, vaddq_n_s32(vminq_s32(vmaxq_s32(r, lo), hi), zp));
+    o += c_n;
+  }
+}
+
+struct Rows {
+  const int8_t* in_c;  // the image's channel c
+  int32_t in_h, in_w, c_n, row_stride;
+  int32_t kh, dil_h, stride_h, pad_top, pad_left, cols;
+  uint32_t pad4;       // the zero point in each byte
+  int16x8_t padv;      // the zero point in each lane
+  uint16x8_t offs;     // gather offsets of a window's rows, two columns
+  uint16x8_t ky_lane;  // lane's ky: min(lane % 4, kh - 1)
+};
+
+// Buffer row of output row oy (cols words) into dst.
+inline void build_row(const Rows& r, int32_t oy, int8_t* dst) {
+  const int32_t iy0 = oy * r.stride_h - r.pad_top;
+  int32_t ky0, ky1;
+  s8::tap_range(iy0, r.in_h, r.kh, r.dil_h, &ky0, &ky1);
+  uint32_t* d32 = reinterpret_cast<uint32_t*>(dst);
+  const int32_t n_in = r.in_w < r.cols - r.pad_left ? r.in_w : r.cols - r.pad_left;
+  const int32_t first = ky0 < ky1 ? r.pad_left : r.cols;  // no row inside: all zero points
+  for (int32_t bc = 0; bc < first; ++bc) d32[bc] = r.pad4;
+  for (int32_t bc = r.pad_left + n_in; bc < r.cols; ++bc) d32[bc] = r.pad4;
+  if (ky0 >= ky1) return;
+  const int8_t* src = r.in_c + (iy0 + ky0 * r.dil_h) * r.row_stride;
+  int8_t* d = dst + r.pad_left * 4;
+  const int32_t step = 2 * r.c_n;
+  int32_t k = n_in;
+  if (ky0 == 0 && ky1 == r.kh) {
+    for (; k >= 2; k -= 2, d += 8, src += step) vstrbq_s16(d, vldrbq_gather_offset_s16(src, r.offs));
+    if (k) {
+      const mve_pred16_t col0 = vctp16q(4);  // a constant predicate: GCC 12 mistakes it for all lanes
+      vstrbq_p_s16(d, vldrbq_gather_offset_z_s16(src, r.offs, col0), col0);
+    }
+    return;
+  }
+  // Rows outside the input: their lanes predicated off and set to the zero
+  // point, the offsets relative to the first row inside.
+  const int16x8_t ky = vreinterpretq_s16_u16(r.ky_lane);
+  const mve_pred16_t pred = vcmpgeq_n_s16(ky, static_cast<int16_t>(ky0)) & vcmpltq_n_s16(ky, static_cast<int16_t>(ky1));
+  const uint16x8_t offs =
+      vsubq_u16(r.offs, vdupq_n_u16(static_cast<uint16_t>(ky0 * r.dil_h * r.row_stride)));
+  for (; k >= 2; k -= 2, d += 8, src += step) {
+    vstrbq_s16(d, vpselq_s16(vldrbq_gather_offset_z_s16(src, offs, pred), r.padv, pred));
+  }
+  if (k) {
+    const mve_pred16_t col0 = vctp16q(4);
+    vstrbq_p_s16(d, vpselq_s16(vldrbq_gather_offset_z_s16(src, offs, pred & col0), r.padv, pred), col0);
+  }
+}
+
+inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kh, int32_t kw,
+                           const int32_t* bias, const int32_t* multiplier, const int32_t* shift, int8_t* out,
+                           Shape4 out_shape, const QuantConvParams& p) {
+  const int32_t c_n = in_shape.c, ow = out_shape.w, oh = out_shape.h;
+  const int32_t sw = p.stride_w, dh = p.dilation_h;
+  if (kh > 4 || kw > 4 || p.dilation_w != 1 || (sw != 1 && sw != 2)) return false;
+  const int32_t cols = (ow - 1) * sw + kw;
+  const int32_t row_stride = in_shape.w * c_n;
+  const int32_t in_off = p.input_offset;
+  if (cols > kMaxCols || in_off < -127 || in_off > 128) return false;
+  if (c_n + (kh - 1) * dh * row_stride > 65535) return false;  // the gathers' 16-bit offsets
+  if (!requant_vector_ok(multiplier, shift, c_n)) return false;
+  const int8_t pad = static_cast<int8_t>(-in_off);
+  Rows r;
+  r.in_h = in_shape.h;
+  r.in_w = in_shape.w;
+  r.c_n = c_n;
+  r.row_stride = row_stride;
+  r.kh = kh;
+  r.dil_h = dh;
+  r.stride_h = p.stride_h;
+  r.pad_top = p.pad_top;
+  r.pad_left = p.pad_left;
+  r.cols = cols;
+  r.pad4 = static_cast<uint8_t>(pad) * 0x01010101u;
+  r.padv = vdupq_n_s16(pad);
+  const uint16x8_t lane = vidupq_n_u16(0, 1);
+  r.ky_lane = vminq_u16(vandq_u16(lane, vdupq_n_u16(3)), vdupq_n_u16(static_cast<uint16_t>(kh - 1)));
+  r.offs = vaddq_u16(vmulq_n_u16(vshrq_n_u16(lane, 2), static_cast<uint16_t>(c_n)),
+                     vmulq_n_u16(r.ky_lane, static_cast<uint16_t>(dh * row_stride)));
+  const int32_t rb = cols * 4;
+  // The windows read up to 12 bytes past their row's columns (into the
+  // next row or this slack, against zero weights): defined bytes.
+  alignas(16) int8_t buf[kRows * kMaxCols * 4 + 16];
+  for (int32_t i = 0; i < kRows * rb + 16; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(0));
+  alignas(16) int8_t wb[16] = {};
+  const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
+  const int32x4_t lo = vdupq_n_s32(quant.lo), hi = vdupq_n_s32(quant.hi);
+  const int32_t out_row = ow * c_n;
+  for (int32_t n = 0; n < out_shape.n; ++n) {
+    const int8_t* in_n = in + n * in_shape.h * row_stride;
+    int8_t* out_n = out + n * oh * out_row;
+    for (int32_t c = 0; c < c_n; ++c) {
+      for (int32_t ky = 0; ky < kh; ++ky) {
+        for (int32_t kx = 0; kx < kw; ++kx) wb[kx * 4 + ky] = w[(ky * kw + kx) * c_n + c];
+      }
+      const int8x16_t wv = vldrbq_s8(wb);
+      const uint32_t b = bias ? static_cast<uint32_t>(bias[c]) : 0u;
+      const int32_t bfull = static_cast<int32_t>(b + static_cast<uint32_t>(in_off) *
+                                                         static_cast<uint32_t>(vaddvq_s8(wv)));
+      const int32_t m = multiplier[c], s = shift[c];
+      r.in_c = in_n + c;
+      for (int32_t oy0 = 0; oy0 < oh; oy0 += kRows) {
+        const int32_t nr = oh - oy0 < kRows ? oh - oy0 : kRows;
+        for (int32_t j = 0; j < nr; ++j) build_row(r, oy0 + j, buf + j * rb);
+        const int8_t* p0 = buf;
+        const int8_t* p1 = buf + (nr > 1 ? rb : 0);
+        const int8_t* p2 = buf + (nr > 2 ? 2 : nr - 1) * rb;
+        const int8_t* p3 = buf + (nr - 1) * rb;
+        const uint32x4_t offs = vreinterpretq_u32_s32(
+            lanes4(0, (nr > 1 ? 1 : 0) * out_row, (nr > 2 ? 2 : nr - 1) * out_row, (nr - 1) * out_row));
+        int8_t* o = out_n + oy0 * out_row + c;
+        if (s < 0) {
+          if (sw == 1) {
+            columns<true, 1>(p0, p1, p2, p3, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+          } else {
+            columns<true, 2>(p0, p1, p2, p3, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+          }
+        } else if (sw == 1) {
+          columns<false, 1>(p0, p1, p2, p3, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+        } else {
+          columns<false, 2>(p0, p1, p2, p3, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+        }
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace dw
+
 #else  // DSP
 
 // Per output pixel, 4 channels at a time over the window's in-bounds taps:
@@ -98,7 +292,7 @@ namespace fast {
 // pairs, the offset added to both halves (x + offset is within +-255), and
 // SMLABB / SMLATT accumulate each channel's product. The channels beyond a
 // multiple of 4 in C.
-[[gnu::noinline]] inline bool depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w,
+[[gnu::noinline]] inline bool depthwise_pixels(const int8_t* in, Shape4 in_shape, const int8_t* w,
                                                   int32_t kernel_h, int32_t kernel_w, int32_t depth_multiplier,
                                                   const int32_t* bias, const int32_t* multiplier,
                                                   const int32_t* shift, int8_t* out, Shape4 out_shape,
@@ -168,7 +362,29 @@ namespace fast {
   return true;
 }
 
+
+namespace dw {
+constexpr bool getenv_dummy = false;
+inline bool depthwise_rows(const int8_t*, Shape4, const int8_t*, int32_t, int32_t, const int32_t*, const int32_t*,
+                           const int32_t*, int8_t*, Shape4, const QuantConvParams&) {
+  return false;
+}
+}  // namespace dw
+
 #endif
+
+[[gnu::noinline]] inline bool depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w,
+                                                  int32_t kernel_h, int32_t kernel_w, int32_t depth_multiplier,
+                                                  const int32_t* bias, const int32_t* multiplier,
+                                                  const int32_t* shift, int8_t* out, Shape4 out_shape,
+                                                  const QuantConvParams& p) {
+  if (depth_multiplier != 1) return false;
+  if (dw::depthwise_rows(in, in_shape, w, kernel_h, kernel_w, bias, multiplier, shift, out, out_shape, p)) {
+    return true;
+  }
+  return depthwise_pixels(in, in_shape, w, kernel_h, kernel_w, depth_multiplier, bias, multiplier, shift, out,
+                          out_shape, p);
+}
 
 }  // namespace fast
 }  // namespace portable
