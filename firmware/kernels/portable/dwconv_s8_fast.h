@@ -107,8 +107,9 @@ namespace fast {
 // channel: scalar multiplier and shift (VQRDMULH, VRSHL by a register).
 namespace dw {
 
-constexpr int32_t kRows = 4;      // output rows per group: the int32 lanes
-constexpr int32_t kMaxCols = 64;  // columns of a buffer row (words)
+constexpr int32_t kRows = 4;        // output rows per group: the int32 lanes
+constexpr int32_t kMaxCols = 64;    // columns of a buffer row (words)
+constexpr int32_t kRowBytes = 256;  // buffer row stride: VLDRW's immediate offsets reach 2 rows
 
 // Four scalars into the four lanes: two VMOVs of two lanes each (GCC builds
 // a vector from scalars one lane at a time or through the stack). Which of
@@ -123,26 +124,36 @@ constexpr int32_t kMaxCols = 64;  // columns of a buffer row (words)
   return v;
 }
 
-// The outputs of `n` columns of four rows (windows at p0..p3, advancing
-// 4 * kStride bytes per column) of one channel: VMLADAV, bias, requantize()
-// (kNeg: shift < 0, t = hi - (hi < 0) rounded by VRSHL as requant_v; else
-// the left shift saturating before VQRDMULH), clamp, offset, and a scatter
-// store of the 4 rows' bytes (row offsets in offs; a tail group repeats its
-// last row, storing the same byte twice).
+// The windows at p and p + kRowBytes (word aligned: VLDRW, whose offsets
+// reach a row further), p advancing kInc bytes: in asm, as GCC 12 keeps
+// one pointer per load or recomputes the addresses.
+template <int kInc>
+[[gnu::always_inline]] inline void windows2(const int8_t*& p, int8x16_t& x0, int8x16_t& x1) {
+  __asm__("vldrw.u32 %q1, [%0, #256]\n\tvldrw.u32 %q2, [%0], #%c3"
+          : "+r"(p), "=&w"(x1), "=&w"(x0)
+          : "i"(kInc)
+          : "memory");
+}
+
+// The outputs of `n` columns of the four buffer rows at buf (windows
+// advancing 4 * kStride bytes per column) of one channel: VMLADAV, bias,
+// requantize() (kNeg: shift < 0, t = hi - (hi < 0) rounded by VRSHL as
+// requant_v; else the left shift saturating before VQRDMULH), clamp,
+// offset, and a scatter store of the 4 rows' bytes (row offsets in offs).
 template <bool kNeg, int kStride>
-[[gnu::always_inline]] inline void columns(const int8_t* p0, const int8_t* p1, const int8_t* p2, const int8_t* p3,
-                                           int8x16_t wv, int32_t bias, int32_t m, int32_t s, int8_t* o,
-                                           uint32x4_t offs, int32_t c_n, int32_t n, int32x4_t lo, int32x4_t hi,
-                                           int32_t zp) {
+[[gnu::always_inline]] inline void columns(const int8_t* buf, int8x16_t wv, int32_t bias, int32_t m, int32_t s,
+                                           int8_t* o, uint32x4_t offs, int32_t c_n, int32_t n, int32x4_t lo,
+                                           int32x4_t hi, int32_t zp) {
+  const int8_t* p = buf;
+  const int8_t* q = buf + 2 * kRowBytes;
   for (int32_t i = 0; i < n; ++i) {
-    const int32_t a0 = vmladavq_s8(vldrbq_s8(p0), wv);
-    const int32_t a1 = vmladavq_s8(vldrbq_s8(p1), wv);
-    const int32_t a2 = vmladavq_s8(vldrbq_s8(p2), wv);
-    const int32_t a3 = vmladavq_s8(vldrbq_s8(p3), wv);
-    p0 += 4 * kStride;
-    p1 += 4 * kStride;
-    p2 += 4 * kStride;
-    p3 += 4 * kStride;
+    int8x16_t x0, x1, x2, x3;
+    windows2<4 * kStride>(p, x0, x1);
+    const int32_t a0 = vmladavq_s8(x0, wv);
+    const int32_t a1 = vmladavq_s8(x1, wv);
+    windows2<4 * kStride>(q, x2, x3);
+    const int32_t a2 = vmladavq_s8(x2, wv);
+    const int32_t a3 = vmladavq_s8(x3, wv);
     const int32x4_t acc = vaddq_n_s32(lanes4(a0, a1, a2, a3), bias);
     int32x4_t r;
     if constexpr (kNeg) {
@@ -158,49 +169,66 @@ template <bool kNeg, int kStride>
 
 struct Rows {
   const int8_t* in_c;  // the image's channel c
-  int32_t in_h, in_w, c_n, row_stride;
-  int32_t kh, dil_h, stride_h, pad_top, pad_left, cols;
-  uint32_t pad4;       // the zero point in each byte
+  int32_t in_h, c_n, row_stride;
+  int32_t kh, dil_h, stride_h, pad_top, pad_left, n_in;  // n_in: input columns in the buffer
   int16x8_t padv;      // the zero point in each lane
   uint16x8_t offs;     // gather offsets of a window's rows, two columns
   uint16x8_t ky_lane;  // lane's ky: min(lane % 4, kh - 1)
 };
 
-// Buffer row of output row oy (cols words) into dst.
-inline void build_row(const Rows& r, int32_t oy, int8_t* dst) {
+// The input columns of buffer row dst for output row oy, the rows outside
+// the input as zero points (the padding columns are written once per call).
+[[gnu::noinline]] inline void build_row(const Rows& r, int32_t oy, int8_t* dst) {
   const int32_t iy0 = oy * r.stride_h - r.pad_top;
   int32_t ky0, ky1;
   s8::tap_range(iy0, r.in_h, r.kh, r.dil_h, &ky0, &ky1);
-  uint32_t* d32 = reinterpret_cast<uint32_t*>(dst);
-  const int32_t n_in = r.in_w < r.cols - r.pad_left ? r.in_w : r.cols - r.pad_left;
-  const int32_t first = ky0 < ky1 ? r.pad_left : r.cols;  // no row inside: all zero points
-  for (int32_t bc = 0; bc < first; ++bc) d32[bc] = r.pad4;
-  for (int32_t bc = r.pad_left + n_in; bc < r.cols; ++bc) d32[bc] = r.pad4;
-  if (ky0 >= ky1) return;
-  const int8_t* src = r.in_c + (iy0 + ky0 * r.dil_h) * r.row_stride;
   int8_t* d = dst + r.pad_left * 4;
   const int32_t step = 2 * r.c_n;
-  int32_t k = n_in;
-  if (ky0 == 0 && ky1 == r.kh) {
-    for (; k >= 2; k -= 2, d += 8, src += step) vstrbq_s16(d, vldrbq_gather_offset_s16(src, r.offs));
-    if (k) {
-      const mve_pred16_t col0 = vctp16q(4);  // a constant predicate: GCC 12 mistakes it for all lanes
-      vstrbq_p_s16(d, vldrbq_gather_offset_z_s16(src, r.offs, col0), col0);
-    }
+  int32_t k = r.n_in;
+  const mve_pred16_t col0 = vctp16q(4);  // not a constant: GCC 12 takes a constant 0x00FF for all lanes
+  if (ky0 >= ky1) {
+    for (; k > 0; k -= 2, d += 8) vstrbq_p_s16(d, r.padv, vctp16q(static_cast<uint32_t>(4 * k)));
     return;
   }
   // Rows outside the input: their lanes predicated off and set to the zero
   // point, the offsets relative to the first row inside.
+  const int8_t* src = r.in_c + (iy0 + ky0 * r.dil_h) * r.row_stride;
   const int16x8_t ky = vreinterpretq_s16_u16(r.ky_lane);
   const mve_pred16_t pred = vcmpgeq_n_s16(ky, static_cast<int16_t>(ky0)) & vcmpltq_n_s16(ky, static_cast<int16_t>(ky1));
-  const uint16x8_t offs =
-      vsubq_u16(r.offs, vdupq_n_u16(static_cast<uint16_t>(ky0 * r.dil_h * r.row_stride)));
+  const uint16x8_t offs = vsubq_u16(r.offs, vdupq_n_u16(static_cast<uint16_t>(ky0 * r.dil_h * r.row_stride)));
   for (; k >= 2; k -= 2, d += 8, src += step) {
     vstrbq_s16(d, vpselq_s16(vldrbq_gather_offset_z_s16(src, offs, pred), r.padv, pred));
   }
+  if (k) vstrbq_p_s16(d, vpselq_s16(vldrbq_gather_offset_z_s16(src, offs, pred & col0), r.padv, pred), col0);
+}
+
+// The four buffer rows of output rows whose windows lie inside the input
+// in height, input rows `step_h` bytes apart: the same gathers, from one
+// pointer with four offset vectors.
+inline void build_rows4(const Rows& r, const int8_t* src, int8_t* buf, uint16x8_t o0, uint16x8_t o1,
+                        uint16x8_t o2, uint16x8_t o3) {
+  int8_t* d0 = buf + r.pad_left * 4;
+  int8_t* d1 = d0 + kRowBytes;
+  int8_t* d2 = d0 + 2 * kRowBytes;
+  int8_t* d3 = d0 + 3 * kRowBytes;
+  const int32_t step = 2 * r.c_n;
+  int32_t k = r.n_in;
+  for (; k >= 2; k -= 2, src += step) {
+    vstrbq_s16(d0, vldrbq_gather_offset_s16(src, o0));
+    vstrbq_s16(d1, vldrbq_gather_offset_s16(src, o1));
+    vstrbq_s16(d2, vldrbq_gather_offset_s16(src, o2));
+    vstrbq_s16(d3, vldrbq_gather_offset_s16(src, o3));
+    d0 += 8;
+    d1 += 8;
+    d2 += 8;
+    d3 += 8;
+  }
   if (k) {
     const mve_pred16_t col0 = vctp16q(4);
-    vstrbq_p_s16(d, vpselq_s16(vldrbq_gather_offset_z_s16(src, offs, pred & col0), r.padv, pred), col0);
+    vstrbq_p_s16(d0, vldrbq_gather_offset_z_s16(src, o0, col0), col0);
+    vstrbq_p_s16(d1, vldrbq_gather_offset_z_s16(src, o1, col0), col0);
+    vstrbq_p_s16(d2, vldrbq_gather_offset_z_s16(src, o2, col0), col0);
+    vstrbq_p_s16(d3, vldrbq_gather_offset_z_s16(src, o3, col0), col0);
   }
 }
 
@@ -208,41 +236,51 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
                            const int32_t* bias, const int32_t* multiplier, const int32_t* shift, int8_t* out,
                            Shape4 out_shape, const QuantConvParams& p) {
   const int32_t c_n = in_shape.c, ow = out_shape.w, oh = out_shape.h;
-  const int32_t sw = p.stride_w, dh = p.dilation_h;
+  const int32_t sw = p.stride_w, sh = p.stride_h, dh = p.dilation_h;
   if (kh > 4 || kw > 4 || p.dilation_w != 1 || (sw != 1 && sw != 2)) return false;
   const int32_t cols = (ow - 1) * sw + kw;
   const int32_t row_stride = in_shape.w * c_n;
   const int32_t in_off = p.input_offset;
   if (cols > kMaxCols || in_off < -127 || in_off > 128) return false;
-  if (c_n + (kh - 1) * dh * row_stride > 65535) return false;  // the gathers' 16-bit offsets
+  const int32_t span = c_n + (kh - 1) * dh * row_stride;  // largest gather offset of one row
+  if (span > 65535) return false;
   if (!requant_vector_ok(multiplier, shift, c_n)) return false;
   const int8_t pad = static_cast<int8_t>(-in_off);
   Rows r;
   r.in_h = in_shape.h;
-  r.in_w = in_shape.w;
   r.c_n = c_n;
   r.row_stride = row_stride;
   r.kh = kh;
   r.dil_h = dh;
-  r.stride_h = p.stride_h;
+  r.stride_h = sh;
   r.pad_top = p.pad_top;
   r.pad_left = p.pad_left;
-  r.cols = cols;
-  r.pad4 = static_cast<uint8_t>(pad) * 0x01010101u;
+  r.n_in = in_shape.w < cols - p.pad_left ? in_shape.w : cols - p.pad_left;
   r.padv = vdupq_n_s16(pad);
   const uint16x8_t lane = vidupq_n_u16(0, 1);
   r.ky_lane = vminq_u16(vandq_u16(lane, vdupq_n_u16(3)), vdupq_n_u16(static_cast<uint16_t>(kh - 1)));
   r.offs = vaddq_u16(vmulq_n_u16(vshrq_n_u16(lane, 2), static_cast<uint16_t>(c_n)),
                      vmulq_n_u16(r.ky_lane, static_cast<uint16_t>(dh * row_stride)));
-  const int32_t rb = cols * 4;
-  // The windows read up to 12 bytes past their row's columns (into the
-  // next row or this slack, against zero weights): defined bytes.
-  alignas(16) int8_t buf[kRows * kMaxCols * 4 + 16];
-  for (int32_t i = 0; i < kRows * rb + 16; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(0));
+  // Four rows from one pointer when their offsets fit 16 bits.
+  const bool fused = span + 3 * sh * row_stride <= 65535;
+  const uint16_t row_step = static_cast<uint16_t>(fused ? sh * row_stride : 0);
+  const uint16x8_t o1 = vaddq_n_u16(r.offs, row_step);
+  const uint16x8_t o2 = vaddq_n_u16(o1, row_step);
+  const uint16x8_t o3 = vaddq_n_u16(o2, row_step);
+  // Output rows [oy_lo, oy_hi) have all their window rows inside the input.
+  int32_t oy_lo = 0;
+  while (oy_lo < oh && oy_lo * sh - p.pad_top < 0) ++oy_lo;
+  int32_t oy_hi = oy_lo;
+  while (oy_hi < oh && oy_hi * sh - p.pad_top + (kh - 1) * dh < in_shape.h) ++oy_hi;
+  // The padding columns hold the zero point for good; the windows read up
+  // to 12 bytes past a row's columns, against zero weights: defined bytes.
+  alignas(16) int8_t buf[kRows * kRowBytes + 16];
+  for (int32_t i = 0; i < kRows * kRowBytes + 16; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(pad));
   alignas(16) int8_t wb[16] = {};
   const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
   const int32x4_t lo = vdupq_n_s32(quant.lo), hi = vdupq_n_s32(quant.hi);
   const int32_t out_row = ow * c_n;
+  const uint32x4_t offs4 = vreinterpretq_u32_s32(lanes4(0, out_row, 2 * out_row, 3 * out_row));
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + n * in_shape.h * row_stride;
     int8_t* out_n = out + n * oh * out_row;
@@ -257,25 +295,29 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
       const int32_t m = multiplier[c], s = shift[c];
       r.in_c = in_n + c;
       for (int32_t oy0 = 0; oy0 < oh; oy0 += kRows) {
+        // A tail group repeats its last row (the same bytes stored twice).
         const int32_t nr = oh - oy0 < kRows ? oh - oy0 : kRows;
-        for (int32_t j = 0; j < nr; ++j) build_row(r, oy0 + j, buf + j * rb);
-        const int8_t* p0 = buf;
-        const int8_t* p1 = buf + (nr > 1 ? rb : 0);
-        const int8_t* p2 = buf + (nr > 2 ? 2 : nr - 1) * rb;
-        const int8_t* p3 = buf + (nr - 1) * rb;
-        const uint32x4_t offs = vreinterpretq_u32_s32(
-            lanes4(0, (nr > 1 ? 1 : 0) * out_row, (nr > 2 ? 2 : nr - 1) * out_row, (nr - 1) * out_row));
+        uint32x4_t offs = offs4;
+        if (fused && nr == kRows && oy0 >= oy_lo && oy0 + kRows <= oy_hi) {
+          build_rows4(r, r.in_c + (oy0 * sh - p.pad_top) * row_stride, buf, r.offs, o1, o2, o3);
+        } else {
+          for (int32_t j = 0; j < kRows; ++j) build_row(r, oy0 + (j < nr ? j : nr - 1), buf + j * kRowBytes);
+          if (nr < kRows) {
+            offs = vreinterpretq_u32_s32(
+                lanes4(0, (nr > 1 ? 1 : 0) * out_row, (nr > 2 ? 2 : nr - 1) * out_row, (nr - 1) * out_row));
+          }
+        }
         int8_t* o = out_n + oy0 * out_row + c;
         if (s < 0) {
           if (sw == 1) {
-            columns<true, 1>(p0, p1, p2, p3, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+            columns<true, 1>(buf, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
           } else {
-            columns<true, 2>(p0, p1, p2, p3, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+            columns<true, 2>(buf, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
           }
         } else if (sw == 1) {
-          columns<false, 1>(p0, p1, p2, p3, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+          columns<false, 1>(buf, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
         } else {
-          columns<false, 2>(p0, p1, p2, p3, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+          columns<false, 2>(buf, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
         }
       }
     }
