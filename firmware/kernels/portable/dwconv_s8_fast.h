@@ -124,15 +124,18 @@ constexpr int32_t kRowBytes = 256;  // buffer row stride: VLDRW's immediate offs
   return v;
 }
 
-// The windows at p and p + kRowBytes (word aligned: VLDRW, whose offsets
-// reach a row further), p advancing kInc bytes: in asm, as GCC 12 keeps
-// one pointer per load or recomputes the addresses.
-template <int kInc>
-[[gnu::always_inline]] inline void windows2(const int8_t*& p, int8x16_t& x0, int8x16_t& x1) {
-  __asm__("vldrw.u32 %q1, [%0, #256]\n\tvldrw.u32 %q2, [%0], #%c3"
-          : "+r"(p), "=&w"(x1), "=&w"(x0)
-          : "i"(kInc)
-          : "memory");
+// The window at p + kOff (word aligned: VLDRW, whose offsets reach a row
+// further), p advancing kInc bytes after it: in asm, as GCC 12 keeps one
+// pointer per load or recomputes the addresses.
+template <int kOff, int kInc>
+[[gnu::always_inline]] inline int8x16_t window(const int8_t*& p) {
+  int8x16_t x;
+  if constexpr (kInc == 0) {
+    __asm__("vldrw.u32 %q1, [%0, #%c2]" : "+r"(p), "=w"(x) : "i"(kOff) : "memory");
+  } else {
+    __asm__("vldrw.u32 %q1, [%0], #%c2" : "+r"(p), "=w"(x) : "i"(kInc) : "memory");
+  }
+  return x;
 }
 
 // The outputs of `n` columns of the four buffer rows at buf (windows
@@ -147,13 +150,14 @@ template <bool kNeg, int kStride>
   const int8_t* p = buf;
   const int8_t* q = buf + 2 * kRowBytes;
   for (int32_t i = 0; i < n; ++i) {
-    int8x16_t x0, x1, x2, x3;
-    windows2<4 * kStride>(p, x0, x1);
-    const int32_t a0 = vmladavq_s8(x0, wv);
+    const int8x16_t x1 = window<kRowBytes, 0>(p);
     const int32_t a1 = vmladavq_s8(x1, wv);
-    windows2<4 * kStride>(q, x2, x3);
-    const int32_t a2 = vmladavq_s8(x2, wv);
+    const int8x16_t x0 = window<0, 4 * kStride>(p);
+    const int32_t a0 = vmladavq_s8(x0, wv);
+    const int8x16_t x3 = window<kRowBytes, 0>(q);
     const int32_t a3 = vmladavq_s8(x3, wv);
+    const int8x16_t x2 = window<0, 4 * kStride>(q);
+    const int32_t a2 = vmladavq_s8(x2, wv);
     const int32x4_t acc = vaddq_n_s32(lanes4(a0, a1, a2, a3), bias);
     int32x4_t r;
     if constexpr (kNeg) {
@@ -167,157 +171,193 @@ template <bool kNeg, int kStride>
   }
 }
 
-struct Rows {
-  const int8_t* in_c;  // the image's channel c
-  int32_t in_h, c_n, row_stride;
-  int32_t kh, dil_h, stride_h, pad_top, pad_left, n_in;  // n_in: input columns in the buffer
-  int16x8_t padv;      // the zero point in each lane
-  uint16x8_t offs;     // gather offsets of a window's rows, two columns
-  uint16x8_t ky_lane;  // lane's ky: min(lane % 4, kh - 1)
+// Gather offsets of a buffer row: lane k (two columns of 4 rows) reads
+// column k / 4, input row ky = min(k % 4, kernel_h - 1) of the window,
+// relative to the group's first row inside the input; `pred` holds the lanes
+// whose row is inside (the others get the zero point).
+struct Slot {
+  uint16x8_t offs;
+  mve_pred16_t pred;
 };
 
-// The input columns of buffer row dst for output row oy, the rows outside
-// the input as zero points (the padding columns are written once per call).
-[[gnu::noinline]] inline void build_row(const Rows& r, int32_t oy, int8_t* dst) {
-  const int32_t iy0 = oy * r.stride_h - r.pad_top;
-  int32_t ky0, ky1;
-  s8::tap_range(iy0, r.in_h, r.kh, r.dil_h, &ky0, &ky1);
-  int8_t* d = dst + r.pad_left * 4;
-  const int32_t step = 2 * r.c_n;
-  int32_t k = r.n_in;
-  const mve_pred16_t col0 = vctp16q(4);  // not a constant: GCC 12 takes a constant 0x00FF for all lanes
-  if (ky0 >= ky1) {
-    for (; k > 0; k -= 2, d += 8) vstrbq_p_s16(d, r.padv, vctp16q(static_cast<uint32_t>(4 * k)));
-    return;
+// Two input columns of the four buffer rows (at d0..d3, each advancing 8
+// bytes) from src: gathers of the slots' offsets, in asm (volatile: it
+// stores) as GCC 12 reloads the offsets and recomputes the addresses each
+// time. kBorder: the lanes
+// of rows outside the input predicated off and set to the zero point.
+template <bool kBorder>
+[[gnu::always_inline]] inline void gather4(const int8_t* src, int8_t*& d0, int8_t*& d1, int8_t*& d2, int8_t*& d3,
+                                           const uint16x8_t (&o)[kRows], const uint32_t (&pr)[kRows],
+                                           int16x8_t padv) {
+  int16x8_t t;
+  if constexpr (!kBorder) {
+    (void)pr;
+    (void)padv;
+    __asm__ volatile(
+        "vldrb.s16 %q4, [%5, %q6]\n\tvstrb.16 %q4, [%0], #8\n\t"
+        "vldrb.s16 %q4, [%5, %q7]\n\tvstrb.16 %q4, [%1], #8\n\t"
+        "vldrb.s16 %q4, [%5, %q8]\n\tvstrb.16 %q4, [%2], #8\n\t"
+        "vldrb.s16 %q4, [%5, %q9]\n\tvstrb.16 %q4, [%3], #8"
+        : "+l"(d0), "+l"(d1), "+l"(d2), "+l"(d3), "=&w"(t)
+        : "r"(src), "w"(o[0]), "w"(o[1]), "w"(o[2]), "w"(o[3])
+        : "memory");
+  } else {
+    int8_t** d[kRows] = {&d0, &d1, &d2, &d3};
+#pragma GCC unroll 4
+    for (int j = 0; j < kRows; ++j) {
+      __asm__ volatile(
+          "vmsr p0, %3\n\tvpst\n\tvldrbt.s16 %q1, [%2, %q4]\n\t"
+          "vpsel %q1, %q1, %q5\n\tvstrb.16 %q1, [%0], #8"
+          : "+l"(*d[j]), "=&w"(t)
+          : "r"(src), "r"(pr[j]), "w"(o[j]), "w"(padv)
+          : "memory", "p0");
+    }
   }
-  // Rows outside the input: their lanes predicated off and set to the zero
-  // point, the offsets relative to the first row inside.
-  const int8_t* src = r.in_c + (iy0 + ky0 * r.dil_h) * r.row_stride;
-  const int16x8_t ky = vreinterpretq_s16_u16(r.ky_lane);
-  const mve_pred16_t pred = vcmpgeq_n_s16(ky, static_cast<int16_t>(ky0)) & vcmpltq_n_s16(ky, static_cast<int16_t>(ky1));
-  const uint16x8_t offs = vsubq_u16(r.offs, vdupq_n_u16(static_cast<uint16_t>(ky0 * r.dil_h * r.row_stride)));
-  for (; k >= 2; k -= 2, d += 8, src += step) {
-    vstrbq_s16(d, vpselq_s16(vldrbq_gather_offset_z_s16(src, offs, pred), r.padv, pred));
-  }
-  if (k) vstrbq_p_s16(d, vpselq_s16(vldrbq_gather_offset_z_s16(src, offs, pred & col0), r.padv, pred), col0);
 }
 
-// The four buffer rows of output rows whose windows lie inside the input
-// in height, input rows `step_h` bytes apart: the same gathers, from one
-// pointer with four offset vectors.
-inline void build_rows4(const Rows& r, const int8_t* src, int8_t* buf, uint16x8_t o0, uint16x8_t o1,
-                        uint16x8_t o2, uint16x8_t o3) {
-  int8_t* d0 = buf + r.pad_left * 4;
-  int8_t* d1 = d0 + kRowBytes;
-  int8_t* d2 = d0 + 2 * kRowBytes;
-  int8_t* d3 = d0 + 3 * kRowBytes;
-  const int32_t step = 2 * r.c_n;
-  int32_t k = r.n_in;
-  for (; k >= 2; k -= 2, src += step) {
-    vstrbq_s16(d0, vldrbq_gather_offset_s16(src, o0));
-    vstrbq_s16(d1, vldrbq_gather_offset_s16(src, o1));
-    vstrbq_s16(d2, vldrbq_gather_offset_s16(src, o2));
-    vstrbq_s16(d3, vldrbq_gather_offset_s16(src, o3));
-    d0 += 8;
-    d1 += 8;
-    d2 += 8;
-    d3 += 8;
+// The input columns of the four buffer rows at buf (the padding columns
+// hold the zero point for good), from src: two columns per gather, an odd
+// last column with the one before it again.
+template <bool kBorder>
+[[gnu::always_inline]] inline void build_rows(const int8_t* src, int32_t c_n, int32_t n_in, int8_t* buf,
+                                              const uint16x8_t (&o)[kRows], const uint32_t (&pr)[kRows],
+                                              int16x8_t padv) {
+  int8_t* d0 = buf;
+  int8_t* d1 = buf + kRowBytes;
+  int8_t* d2 = buf + 2 * kRowBytes;
+  int8_t* d3 = buf + 3 * kRowBytes;
+  const int32_t step = 2 * c_n;
+  int32_t k = n_in;
+  for (; k >= 2; k -= 2, src += step) gather4<kBorder>(src, d0, d1, d2, d3, o, pr, padv);
+  if (k == 0) return;
+  if (n_in >= 3) {
+    d0 -= 4;
+    d1 -= 4;
+    d2 -= 4;
+    d3 -= 4;
+    gather4<kBorder>(src - c_n, d0, d1, d2, d3, o, pr, padv);
+    return;
   }
-  if (k) {
-    const mve_pred16_t col0 = vctp16q(4);
-    vstrbq_p_s16(d0, vldrbq_gather_offset_z_s16(src, o0, col0), col0);
-    vstrbq_p_s16(d1, vldrbq_gather_offset_z_s16(src, o1, col0), col0);
-    vstrbq_p_s16(d2, vldrbq_gather_offset_z_s16(src, o2, col0), col0);
-    vstrbq_p_s16(d3, vldrbq_gather_offset_z_s16(src, o3, col0), col0);
+  const mve_pred16_t col0 = vctp16q(4);  // not a constant: GCC 12 takes a constant 0x00FF for all lanes
+  for (int j = 0; j < kRows; ++j) {
+    const mve_pred16_t pj = kBorder ? static_cast<mve_pred16_t>(pr[j]) : vctp16q(8);
+    vstrbq_p_s16(buf + j * kRowBytes, vpselq_s16(vldrbq_gather_offset_z_s16(src, o[j], pj & col0), padv, pj), col0);
   }
 }
+
+// Channel parameters, computed once per chunk of channels.
+constexpr int32_t kChunk = 8;
+struct Channel {
+  int8x16_t wv;   // weights, [kx][ky] as the windows
+  int32_t bias;   // bias + input offset * sum of the weights
+  int32_t m, s;
+};
 
 inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kh, int32_t kw,
                            const int32_t* bias, const int32_t* multiplier, const int32_t* shift, int8_t* out,
                            Shape4 out_shape, const QuantConvParams& p) {
-  const int32_t c_n = in_shape.c, ow = out_shape.w, oh = out_shape.h;
+  const int32_t c_n = in_shape.c, ow = out_shape.w, oh = out_shape.h, in_h = in_shape.h;
   const int32_t sw = p.stride_w, sh = p.stride_h, dh = p.dilation_h;
   if (kh > 4 || kw > 4 || p.dilation_w != 1 || (sw != 1 && sw != 2)) return false;
   const int32_t cols = (ow - 1) * sw + kw;
   const int32_t row_stride = in_shape.w * c_n;
   const int32_t in_off = p.input_offset;
   if (cols > kMaxCols || in_off < -127 || in_off > 128) return false;
-  const int32_t span = c_n + (kh - 1) * dh * row_stride;  // largest gather offset of one row
-  if (span > 65535) return false;
+  // Gather offsets span a window's rows and the group's 4 rows: 16 bits.
+  if (c_n + ((kh - 1) * dh + 3 * sh) * row_stride > 65535) return false;
   if (!requant_vector_ok(multiplier, shift, c_n)) return false;
   const int8_t pad = static_cast<int8_t>(-in_off);
-  Rows r;
-  r.in_h = in_shape.h;
-  r.c_n = c_n;
-  r.row_stride = row_stride;
-  r.kh = kh;
-  r.dil_h = dh;
-  r.stride_h = sh;
-  r.pad_top = p.pad_top;
-  r.pad_left = p.pad_left;
-  r.n_in = in_shape.w < cols - p.pad_left ? in_shape.w : cols - p.pad_left;
-  r.padv = vdupq_n_s16(pad);
+  const int32_t n_in = in_shape.w < cols - p.pad_left ? in_shape.w : cols - p.pad_left;
+  const int16x8_t padv = vdupq_n_s16(pad);
   const uint16x8_t lane = vidupq_n_u16(0, 1);
-  r.ky_lane = vminq_u16(vandq_u16(lane, vdupq_n_u16(3)), vdupq_n_u16(static_cast<uint16_t>(kh - 1)));
-  r.offs = vaddq_u16(vmulq_n_u16(vshrq_n_u16(lane, 2), static_cast<uint16_t>(c_n)),
-                     vmulq_n_u16(r.ky_lane, static_cast<uint16_t>(dh * row_stride)));
-  // Four rows from one pointer when their offsets fit 16 bits.
-  const bool fused = span + 3 * sh * row_stride <= 65535;
-  const uint16_t row_step = static_cast<uint16_t>(fused ? sh * row_stride : 0);
-  const uint16x8_t o1 = vaddq_n_u16(r.offs, row_step);
-  const uint16x8_t o2 = vaddq_n_u16(o1, row_step);
-  const uint16x8_t o3 = vaddq_n_u16(o2, row_step);
-  // Output rows [oy_lo, oy_hi) have all their window rows inside the input.
-  int32_t oy_lo = 0;
-  while (oy_lo < oh && oy_lo * sh - p.pad_top < 0) ++oy_lo;
-  int32_t oy_hi = oy_lo;
-  while (oy_hi < oh && oy_hi * sh - p.pad_top + (kh - 1) * dh < in_shape.h) ++oy_hi;
+  const uint16x8_t ky_lane = vminq_u16(vandq_u16(lane, vdupq_n_u16(3)), vdupq_n_u16(static_cast<uint16_t>(kh - 1)));
+  const uint16x8_t offs = vaddq_u16(vmulq_n_u16(vshrq_n_u16(lane, 2), static_cast<uint16_t>(c_n)),
+                                    vmulq_n_u16(ky_lane, static_cast<uint16_t>(dh * row_stride)));
   // The padding columns hold the zero point for good; the windows read up
   // to 12 bytes past a row's columns, against zero weights: defined bytes.
   alignas(16) int8_t buf[kRows * kRowBytes + 16];
   for (int32_t i = 0; i < kRows * kRowBytes + 16; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(pad));
+  int8_t* const buf_in = buf + p.pad_left * 4;
+  // Output rows [oy_lo, oy_hi) have all their window rows inside the input;
+  // a group of them reads with offsets io (slot j: j input rows further).
+  int32_t oy_lo = 0;
+  while (oy_lo < oh && oy_lo * sh - p.pad_top < 0) ++oy_lo;
+  int32_t oy_hi = oy_lo;
+  while (oy_hi < oh && oy_hi * sh - p.pad_top + (kh - 1) * dh < in_h) ++oy_hi;
+  uint16x8_t io[kRows], so[kRows];
+  uint32_t pr[kRows];
+  for (int32_t j = 0; j < kRows; ++j) io[j] = vaddq_n_u16(offs, static_cast<uint16_t>(j * sh * row_stride));
+  alignas(16) Channel ch[kChunk];
   alignas(16) int8_t wb[16] = {};
   const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
   const int32x4_t lo = vdupq_n_s32(quant.lo), hi = vdupq_n_s32(quant.hi);
   const int32_t out_row = ow * c_n;
-  const uint32x4_t offs4 = vreinterpretq_u32_s32(lanes4(0, out_row, 2 * out_row, 3 * out_row));
   for (int32_t n = 0; n < out_shape.n; ++n) {
-    const int8_t* in_n = in + n * in_shape.h * row_stride;
+    const int8_t* in_n = in + n * in_h * row_stride;
     int8_t* out_n = out + n * oh * out_row;
-    for (int32_t c = 0; c < c_n; ++c) {
-      for (int32_t ky = 0; ky < kh; ++ky) {
-        for (int32_t kx = 0; kx < kw; ++kx) wb[kx * 4 + ky] = w[(ky * kw + kx) * c_n + c];
+    for (int32_t c0 = 0; c0 < c_n; c0 += kChunk) {
+      const int32_t cn = c_n - c0 < kChunk ? c_n - c0 : kChunk;
+      for (int32_t j = 0; j < cn; ++j) {
+        const int32_t c = c0 + j;
+        for (int32_t ky = 0; ky < kh; ++ky) {
+          for (int32_t kx = 0; kx < kw; ++kx) wb[kx * 4 + ky] = w[(ky * kw + kx) * c_n + c];
+        }
+        ch[j].wv = vldrbq_s8(wb);
+        const uint32_t b = bias ? static_cast<uint32_t>(bias[c]) : 0u;
+        ch[j].bias = static_cast<int32_t>(b + static_cast<uint32_t>(in_off) * static_cast<uint32_t>(vaddvq_s8(ch[j].wv)));
+        ch[j].m = multiplier[c];
+        ch[j].s = shift[c];
       }
-      const int8x16_t wv = vldrbq_s8(wb);
-      const uint32_t b = bias ? static_cast<uint32_t>(bias[c]) : 0u;
-      const int32_t bfull = static_cast<int32_t>(b + static_cast<uint32_t>(in_off) *
-                                                         static_cast<uint32_t>(vaddvq_s8(wv)));
-      const int32_t m = multiplier[c], s = shift[c];
-      r.in_c = in_n + c;
       for (int32_t oy0 = 0; oy0 < oh; oy0 += kRows) {
-        // A tail group repeats its last row (the same bytes stored twice).
+        // Slot j: output row oy0 + j (a tail group repeats its last row,
+        // whose bytes it stores twice). Offsets from the first input row
+        // any slot has inside.
         const int32_t nr = oh - oy0 < kRows ? oh - oy0 : kRows;
-        uint32x4_t offs = offs4;
-        if (fused && nr == kRows && oy0 >= oy_lo && oy0 + kRows <= oy_hi) {
-          build_rows4(r, r.in_c + (oy0 * sh - p.pad_top) * row_stride, buf, r.offs, o1, o2, o3);
-        } else {
-          for (int32_t j = 0; j < kRows; ++j) build_row(r, oy0 + (j < nr ? j : nr - 1), buf + j * kRowBytes);
-          if (nr < kRows) {
-            offs = vreinterpretq_u32_s32(
-                lanes4(0, (nr > 1 ? 1 : 0) * out_row, (nr > 2 ? 2 : nr - 1) * out_row, (nr - 1) * out_row));
+        int32_t first = oy0 * sh - p.pad_top;
+        bool border = nr < kRows || oy0 < oy_lo || oy0 + kRows > oy_hi;
+        if (border) {
+          int32_t iy0[kRows], ky0[kRows], ky1[kRows];
+          first = in_h;
+          for (int32_t j = 0; j < kRows; ++j) {
+            iy0[j] = (oy0 + (j < nr ? j : nr - 1)) * sh - p.pad_top;
+            int32_t a = 0, e = kh;
+            while (a < kh && iy0[j] + a * dh < 0) ++a;
+            while (e > a && iy0[j] + (e - 1) * dh >= in_h) --e;
+            ky0[j] = a;
+            ky1[j] = e;
+            if (a < e && iy0[j] + a * dh < first) first = iy0[j] + a * dh;
+          }
+          if (first == in_h) first = 0;  // no row inside: all lanes off
+          border = false;
+          for (int32_t j = 0; j < kRows; ++j) {
+            const int16x8_t ky = vreinterpretq_s16_u16(ky_lane);
+            pr[j] = vcmpgeq_n_s16(ky, static_cast<int16_t>(ky0[j])) & vcmpltq_n_s16(ky, static_cast<int16_t>(ky1[j]));
+            so[j] = vaddq_n_u16(offs, static_cast<uint16_t>((iy0[j] - first) * row_stride));
+            border |= ky0[j] != 0 || ky1[j] != kh;
           }
         }
-        int8_t* o = out_n + oy0 * out_row + c;
-        if (s < 0) {
-          if (sw == 1) {
-            columns<true, 1>(buf, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+        const uint16x8_t(&o)[kRows] = border || nr < kRows ? so : io;
+        const int8_t* src_g = in_n + first * row_stride + c0;
+        const uint32x4_t offs4 = vreinterpretq_u32_s32(
+            lanes4(0, (nr > 1 ? 1 : 0) * out_row, (nr > 2 ? 2 : nr - 1) * out_row, (nr - 1) * out_row));
+        int8_t* o_c = out_n + oy0 * out_row + c0;
+        for (const Channel* q = ch; q != ch + cn; ++q, ++src_g, ++o_c) {
+          if (border) {
+            build_rows<true>(src_g, c_n, n_in, buf_in, o, pr, padv);
           } else {
-            columns<true, 2>(buf, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+            build_rows<false>(src_g, c_n, n_in, buf_in, o, pr, padv);
           }
-        } else if (sw == 1) {
-          columns<false, 1>(buf, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
-        } else {
-          columns<false, 2>(buf, wv, bfull, m, s, o, offs, c_n, ow, lo, hi, quant.offset);
+          if (q->s < 0) {
+            if (sw == 1) {
+              columns<true, 1>(buf, q->wv, q->bias, q->m, q->s, o_c, offs4, c_n, ow, lo, hi, quant.offset);
+            } else {
+              columns<true, 2>(buf, q->wv, q->bias, q->m, q->s, o_c, offs4, c_n, ow, lo, hi, quant.offset);
+            }
+          } else if (sw == 1) {
+            columns<false, 1>(buf, q->wv, q->bias, q->m, q->s, o_c, offs4, c_n, ow, lo, hi, quant.offset);
+          } else {
+            columns<false, 2>(buf, q->wv, q->bias, q->m, q->s, o_c, offs4, c_n, ow, lo, hi, quant.offset);
+          }
         }
       }
     }
