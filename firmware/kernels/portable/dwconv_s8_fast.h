@@ -253,6 +253,28 @@ struct Channel {
   int32_t m, s;
 };
 
+// What the channels of a row group share.
+struct Group {
+  uint16x8_t o[kRows];  // gather offsets of the slots
+  int16x8_t padv;       // the zero point in each lane
+  uint32x4_t offs4;     // output offsets of the slots
+  int32x4_t lo, hi;     // clamp, before the output offset
+  uint32_t pr[kRows];   // lanes inside the input (kBorder)
+  int8_t* buf;          // the 4 buffer rows
+  int32_t pad_left, c_n, n_in, ow, zp;
+};
+
+// One channel of a row group: its buffer rows, then its outputs.
+template <bool kBorder, int kStride>
+[[gnu::noinline]] void group_channel(const Group& g, const Channel& q, const int8_t* src, int8_t* out) {
+  build_rows<kBorder>(src, g.c_n, g.n_in, g.buf + g.pad_left * 4, g.o, g.pr, g.padv);
+  if (q.s < 0) {
+    columns<true, kStride>(g.buf, q.wv, q.bias, q.m, q.s, out, g.offs4, g.c_n, g.ow, g.lo, g.hi, g.zp);
+  } else {
+    columns<false, kStride>(g.buf, q.wv, q.bias, q.m, q.s, out, g.offs4, g.c_n, g.ow, g.lo, g.hi, g.zp);
+  }
+}
+
 inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kh, int32_t kw,
                            const int32_t* bias, const int32_t* multiplier, const int32_t* shift, int8_t* out,
                            Shape4 out_shape, const QuantConvParams& p) {
@@ -263,35 +285,52 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   const int32_t row_stride = in_shape.w * c_n;
   const int32_t in_off = p.input_offset;
   if (cols > kMaxCols || in_off < -127 || in_off > 128) return false;
-  // Gather offsets span a window's rows and the group's 4 rows: 16 bits.
-  if (c_n + ((kh - 1) * dh + 3 * sh) * row_stride > 65535) return false;
+  // Gather offsets span a window's rows and the group's 4 rows, and the
+  // weights' 16 taps: 16 bits.
+  if (c_n + ((kh - 1) * dh + 3 * sh) * row_stride > 65535 || 16 * c_n > 65535) return false;
   if (!requant_vector_ok(multiplier, shift, c_n)) return false;
   const int8_t pad = static_cast<int8_t>(-in_off);
-  const int32_t n_in = in_shape.w < cols - p.pad_left ? in_shape.w : cols - p.pad_left;
-  const int16x8_t padv = vdupq_n_s16(pad);
   const uint16x8_t lane = vidupq_n_u16(0, 1);
   const uint16x8_t ky_lane = vminq_u16(vandq_u16(lane, vdupq_n_u16(3)), vdupq_n_u16(static_cast<uint16_t>(kh - 1)));
   const uint16x8_t offs = vaddq_u16(vmulq_n_u16(vshrq_n_u16(lane, 2), static_cast<uint16_t>(c_n)),
                                     vmulq_n_u16(ky_lane, static_cast<uint16_t>(dh * row_stride)));
+  // Weight taps of window lanes 2i (even) and 2i + 1 (odd): kx = lane / 4,
+  // ky = lane % 4, read where kx < kernel_w and ky < kernel_h.
+  const uint16x8_t we = vshlq_n_u16(lane, 1), wo = vaddq_n_u16(we, 1);
+  const uint16x8_t kxe = vshrq_n_u16(we, 2), kye = vandq_u16(we, vdupq_n_u16(3));
+  const uint16x8_t kxo = vshrq_n_u16(wo, 2), kyo = vandq_u16(wo, vdupq_n_u16(3));
+  const uint16_t ukh = static_cast<uint16_t>(kh), ukw = static_cast<uint16_t>(kw), uc = static_cast<uint16_t>(c_n);
+  const mve_pred16_t pe = vcmphiq_u16(vdupq_n_u16(ukh), kye) & vcmphiq_u16(vdupq_n_u16(ukw), kxe);
+  const mve_pred16_t po = vcmphiq_u16(vdupq_n_u16(ukh), kyo) & vcmphiq_u16(vdupq_n_u16(ukw), kxo);
+  const uint16x8_t woe = vmulq_n_u16(vmlaq_n_u16(kxe, kye, ukw), uc);
+  const uint16x8_t woo = vmulq_n_u16(vmlaq_n_u16(kxo, kyo, ukw), uc);
+  Group g;
+  g.padv = vdupq_n_s16(pad);
+  g.pad_left = p.pad_left;
+  g.c_n = c_n;
+  g.n_in = in_shape.w < cols - p.pad_left ? in_shape.w : cols - p.pad_left;
+  g.ow = ow;
+  const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
+  g.lo = vdupq_n_s32(quant.lo);
+  g.hi = vdupq_n_s32(quant.hi);
+  g.zp = quant.offset;
   // The padding columns hold the zero point for good; the windows read up
   // to 12 bytes past a row's columns, against zero weights: defined bytes.
   alignas(16) int8_t buf[kRows * kRowBytes + 16];
   for (int32_t i = 0; i < kRows * kRowBytes + 16; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(pad));
-  int8_t* const buf_in = buf + p.pad_left * 4;
+  g.buf = buf;
   // Output rows [oy_lo, oy_hi) have all their window rows inside the input;
   // a group of them reads with offsets io (slot j: j input rows further).
   int32_t oy_lo = 0;
   while (oy_lo < oh && oy_lo * sh - p.pad_top < 0) ++oy_lo;
   int32_t oy_hi = oy_lo;
   while (oy_hi < oh && oy_hi * sh - p.pad_top + (kh - 1) * dh < in_h) ++oy_hi;
-  uint16x8_t io[kRows], so[kRows];
-  uint32_t pr[kRows];
-  for (int32_t j = 0; j < kRows; ++j) io[j] = vaddq_n_u16(offs, static_cast<uint16_t>(j * sh * row_stride));
   alignas(16) Channel ch[kChunk];
-  alignas(16) int8_t wb[16] = {};
-  const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
-  const int32x4_t lo = vdupq_n_s32(quant.lo), hi = vdupq_n_s32(quant.hi);
   const int32_t out_row = ow * c_n;
+  const uint32x4_t offs4 = vreinterpretq_u32_s32(lanes4(0, out_row, 2 * out_row, 3 * out_row));
+  using Fn = void (*)(const Group&, const Channel&, const int8_t*, int8_t*);
+  const Fn interior = sw == 1 ? group_channel<false, 1> : group_channel<false, 2>;
+  const Fn border_fn = sw == 1 ? group_channel<true, 1> : group_channel<true, 2>;
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + n * in_h * row_stride;
     int8_t* out_n = out + n * oh * out_row;
@@ -299,10 +338,9 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
       const int32_t cn = c_n - c0 < kChunk ? c_n - c0 : kChunk;
       for (int32_t j = 0; j < cn; ++j) {
         const int32_t c = c0 + j;
-        for (int32_t ky = 0; ky < kh; ++ky) {
-          for (int32_t kx = 0; kx < kw; ++kx) wb[kx * 4 + ky] = w[(ky * kw + kx) * c_n + c];
-        }
-        ch[j].wv = vldrbq_s8(wb);
+        const int16x8_t e = vldrbq_gather_offset_z_s16(w + c, woe, pe);
+        const int16x8_t o = vldrbq_gather_offset_z_s16(w + c, woo, po);
+        ch[j].wv = vreinterpretq_s8_s16(vorrq_s16(vandq_s16(e, vdupq_n_s16(0xFF)), vshlq_n_s16(o, 8)));
         const uint32_t b = bias ? static_cast<uint32_t>(bias[c]) : 0u;
         ch[j].bias = static_cast<int32_t>(b + static_cast<uint32_t>(in_off) * static_cast<uint32_t>(vaddvq_s8(ch[j].wv)));
         ch[j].m = multiplier[c];
@@ -314,8 +352,8 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
         // any slot has inside.
         const int32_t nr = oh - oy0 < kRows ? oh - oy0 : kRows;
         int32_t first = oy0 * sh - p.pad_top;
-        bool border = nr < kRows || oy0 < oy_lo || oy0 + kRows > oy_hi;
-        if (border) {
+        bool border = false;
+        if (nr < kRows || oy0 < oy_lo || oy0 + kRows > oy_hi) {
           int32_t iy0[kRows], ky0[kRows], ky1[kRows];
           first = in_h;
           for (int32_t j = 0; j < kRows; ++j) {
@@ -328,37 +366,22 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
             if (a < e && iy0[j] + a * dh < first) first = iy0[j] + a * dh;
           }
           if (first == in_h) first = 0;  // no row inside: all lanes off
-          border = false;
           for (int32_t j = 0; j < kRows; ++j) {
             const int16x8_t ky = vreinterpretq_s16_u16(ky_lane);
-            pr[j] = vcmpgeq_n_s16(ky, static_cast<int16_t>(ky0[j])) & vcmpltq_n_s16(ky, static_cast<int16_t>(ky1[j]));
-            so[j] = vaddq_n_u16(offs, static_cast<uint16_t>((iy0[j] - first) * row_stride));
+            g.pr[j] = vcmpgeq_n_s16(ky, static_cast<int16_t>(ky0[j])) & vcmpltq_n_s16(ky, static_cast<int16_t>(ky1[j]));
+            g.o[j] = vaddq_n_u16(offs, static_cast<uint16_t>((iy0[j] - first) * row_stride));
             border |= ky0[j] != 0 || ky1[j] != kh;
           }
+          g.offs4 = vreinterpretq_u32_s32(
+              lanes4(0, (nr > 1 ? 1 : 0) * out_row, (nr > 2 ? 2 : nr - 1) * out_row, (nr - 1) * out_row));
+        } else {
+          for (int32_t j = 0; j < kRows; ++j) g.o[j] = vaddq_n_u16(offs, static_cast<uint16_t>(j * sh * row_stride));
+          g.offs4 = offs4;
         }
-        const uint16x8_t(&o)[kRows] = border || nr < kRows ? so : io;
-        const int8_t* src_g = in_n + first * row_stride + c0;
-        const uint32x4_t offs4 = vreinterpretq_u32_s32(
-            lanes4(0, (nr > 1 ? 1 : 0) * out_row, (nr > 2 ? 2 : nr - 1) * out_row, (nr - 1) * out_row));
+        const Fn fn = border ? border_fn : interior;
+        const int8_t* src = in_n + first * row_stride + c0;
         int8_t* o_c = out_n + oy0 * out_row + c0;
-        for (const Channel* q = ch; q != ch + cn; ++q, ++src_g, ++o_c) {
-          if (border) {
-            build_rows<true>(src_g, c_n, n_in, buf_in, o, pr, padv);
-          } else {
-            build_rows<false>(src_g, c_n, n_in, buf_in, o, pr, padv);
-          }
-          if (q->s < 0) {
-            if (sw == 1) {
-              columns<true, 1>(buf, q->wv, q->bias, q->m, q->s, o_c, offs4, c_n, ow, lo, hi, quant.offset);
-            } else {
-              columns<true, 2>(buf, q->wv, q->bias, q->m, q->s, o_c, offs4, c_n, ow, lo, hi, quant.offset);
-            }
-          } else if (sw == 1) {
-            columns<false, 1>(buf, q->wv, q->bias, q->m, q->s, o_c, offs4, c_n, ow, lo, hi, quant.offset);
-          } else {
-            columns<false, 2>(buf, q->wv, q->bias, q->m, q->s, o_c, offs4, c_n, ow, lo, hi, quant.offset);
-          }
-        }
+        for (const Channel* q = ch; q != ch + cn; ++q) fn(g, *q, src++, o_c++);
       }
     }
   }
