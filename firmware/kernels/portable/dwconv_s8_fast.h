@@ -245,34 +245,74 @@ template <bool kBorder>
   }
 }
 
-// Channel parameters, computed once per chunk of channels.
-constexpr int32_t kChunk = 8;
-struct Channel {
-  int8x16_t wv;   // weights, [kx][ky] as the windows
-  int32_t bias;   // bias + input offset * sum of the weights
-  int32_t m, s;
-};
-
-// What the channels of a row group share.
-struct Group {
-  uint16x8_t o[kRows];  // gather offsets of the slots
-  int16x8_t padv;       // the zero point in each lane
+// A row group whose window rows are not all inside the input, or a tail
+// group: its own offsets, lanes and output offsets.
+struct BorderGroup {
+  uint16x8_t o[kRows];  // gather offsets of the slots, from input row `first`
   uint32x4_t offs4;     // output offsets of the slots
-  int32x4_t lo, hi;     // clamp, before the output offset
-  uint32_t pr[kRows];   // lanes inside the input (kBorder)
-  int8_t* buf;          // the 4 buffer rows
-  int32_t pad_left, c_n, n_in, ow, zp;
+  uint32_t pr[kRows];   // lanes inside the input
+  int32_t first, oy0;
+  bool pred;            // some lane outside the input
+};
+constexpr int32_t kMaxBorder = 4;
+
+// What the channels share.
+struct Plan {
+  uint16x8_t io[kRows];  // gather offsets of an interior group (slot j: j rows further)
+  uint16x8_t woe, woo;   // the weights' gather offsets, even and odd window lanes
+  int16x8_t padv;        // the zero point in each lane
+  uint32x4_t offs4;      // output offsets of a full group
+  int32x4_t lo, hi;      // clamp, before the output offset
+  BorderGroup bg[kMaxBorder];
+  uint32_t pe, po;       // the weights' lanes inside the kernel
+  int8_t* buf;           // the 4 buffer rows
+  int32_t n_top, n_border, g_lo, g_hi;  // border groups: bg[0, n_top) above [g_lo, g_hi), the rest below
+  int32_t pad_left, pad_top, c_n, n_in, ow, zp, row_stride, out_row, stride_h;
 };
 
-// One channel of a row group: its buffer rows, then its outputs.
-template <bool kBorder, int kStride>
-[[gnu::noinline]] void group_channel(const Group& g, const Channel& q, const int8_t* src, int8_t* out) {
-  build_rows<kBorder>(src, g.c_n, g.n_in, g.buf + g.pad_left * 4, g.o, g.pr, g.padv);
-  if (q.s < 0) {
-    columns<true, kStride>(g.buf, q.wv, q.bias, q.m, q.s, out, g.offs4, g.c_n, g.ow, g.lo, g.hi, g.zp);
+template <int kStride>
+[[gnu::always_inline]] inline void outputs(const Plan& P, const int8x16_t wv, int32_t bias, int32_t m, int32_t s,
+                                           int8_t* out, uint32x4_t offs4) {
+  if (s < 0) {
+    columns<true, kStride>(P.buf, wv, bias, m, s, out, offs4, P.c_n, P.ow, P.lo, P.hi, P.zp);
   } else {
-    columns<false, kStride>(g.buf, q.wv, q.bias, q.m, q.s, out, g.offs4, g.c_n, g.ow, g.lo, g.hi, g.zp);
+    columns<false, kStride>(P.buf, wv, bias, m, s, out, offs4, P.c_n, P.ow, P.lo, P.hi, P.zp);
   }
+}
+
+template <int kStride>
+[[gnu::always_inline]] inline void border_group(const Plan& P, const BorderGroup& b, const int8_t* in_c,
+                                                int8x16_t wv, int32_t bias, int32_t m, int32_t s, int8_t* out_c) {
+  const int8_t* src = in_c + b.first * P.row_stride;
+  int8_t* d = P.buf + P.pad_left * 4;
+  if (b.pred) {
+    build_rows<true>(src, P.c_n, P.n_in, d, b.o, b.pr, P.padv);
+  } else {
+    build_rows<false>(src, P.c_n, P.n_in, d, b.o, b.pr, P.padv);
+  }
+  outputs<kStride>(P, wv, bias, m, s, out_c + b.oy0 * P.out_row, b.offs4);
+}
+
+// One channel, all its row groups: the weights' window vector and folded
+// bias, then per group its buffer rows and outputs.
+template <int kStride>
+[[gnu::noinline]] void channel(const Plan& P, const int8_t* in_c, const int8_t* w_c, int32_t b, int32_t in_off,
+                               int32_t m, int32_t s, int8_t* out_c) {
+  const int16x8_t e = vldrbq_gather_offset_z_s16(w_c, P.woe, static_cast<mve_pred16_t>(P.pe));
+  const int16x8_t o = vldrbq_gather_offset_z_s16(w_c, P.woo, static_cast<mve_pred16_t>(P.po));
+  const int8x16_t wv = vreinterpretq_s8_s16(vorrq_s16(vandq_s16(e, vdupq_n_s16(0xFF)), vshlq_n_s16(o, 8)));
+  const int32_t bias =
+      static_cast<int32_t>(static_cast<uint32_t>(b) + static_cast<uint32_t>(in_off) * static_cast<uint32_t>(vaddvq_s8(wv)));
+  for (int32_t k = 0; k < P.n_top; ++k) border_group<kStride>(P, P.bg[k], in_c, wv, bias, m, s, out_c);
+  const int8_t* src = in_c + (P.g_lo * kRows * P.stride_h - P.pad_top) * P.row_stride;
+  int8_t* out = out_c + P.g_lo * kRows * P.out_row;
+  for (int32_t g = P.g_lo; g < P.g_hi; ++g) {
+    build_rows<false>(src, P.c_n, P.n_in, P.buf + P.pad_left * 4, P.io, P.bg[0].pr, P.padv);
+    outputs<kStride>(P, wv, bias, m, s, out, P.offs4);
+    src += kRows * P.stride_h * P.row_stride;
+    out += kRows * P.out_row;
+  }
+  for (int32_t k = P.n_top; k < P.n_border; ++k) border_group<kStride>(P, P.bg[k], in_c, wv, bias, m, s, out_c);
 }
 
 inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kh, int32_t kw,
@@ -288,101 +328,96 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   // Gather offsets span a window's rows and the group's 4 rows, and the
   // weights' 16 taps: 16 bits.
   if (c_n + ((kh - 1) * dh + 3 * sh) * row_stride > 65535 || 16 * c_n > 65535) return false;
+  // Row groups: interior ones [g_lo, g_hi) (all window rows inside the
+  // input), at most kMaxBorder others.
+  const int32_t groups = (oh + kRows - 1) / kRows;
+  int32_t g_lo = 0;
+  while (g_lo < groups && g_lo * kRows * sh - p.pad_top < 0) ++g_lo;
+  int32_t g_hi = g_lo;
+  while (g_hi < groups && g_hi * kRows + kRows <= oh &&
+         (g_hi * kRows + kRows - 1) * sh - p.pad_top + (kh - 1) * dh < in_h) {
+    ++g_hi;
+  }
+  if (groups - (g_hi - g_lo) > kMaxBorder) return false;
   if (!requant_vector_ok(multiplier, shift, c_n)) return false;
   const int8_t pad = static_cast<int8_t>(-in_off);
+  Plan P;
   const uint16x8_t lane = vidupq_n_u16(0, 1);
   const uint16x8_t ky_lane = vminq_u16(vandq_u16(lane, vdupq_n_u16(3)), vdupq_n_u16(static_cast<uint16_t>(kh - 1)));
   const uint16x8_t offs = vaddq_u16(vmulq_n_u16(vshrq_n_u16(lane, 2), static_cast<uint16_t>(c_n)),
                                     vmulq_n_u16(ky_lane, static_cast<uint16_t>(dh * row_stride)));
+  for (int32_t j = 0; j < kRows; ++j) P.io[j] = vaddq_n_u16(offs, static_cast<uint16_t>(j * sh * row_stride));
   // Weight taps of window lanes 2i (even) and 2i + 1 (odd): kx = lane / 4,
   // ky = lane % 4, read where kx < kernel_w and ky < kernel_h.
   const uint16x8_t we = vshlq_n_u16(lane, 1), wo = vaddq_n_u16(we, 1);
   const uint16x8_t kxe = vshrq_n_u16(we, 2), kye = vandq_u16(we, vdupq_n_u16(3));
   const uint16x8_t kxo = vshrq_n_u16(wo, 2), kyo = vandq_u16(wo, vdupq_n_u16(3));
   const uint16_t ukh = static_cast<uint16_t>(kh), ukw = static_cast<uint16_t>(kw), uc = static_cast<uint16_t>(c_n);
-  const mve_pred16_t pe = vcmphiq_u16(vdupq_n_u16(ukh), kye) & vcmphiq_u16(vdupq_n_u16(ukw), kxe);
-  const mve_pred16_t po = vcmphiq_u16(vdupq_n_u16(ukh), kyo) & vcmphiq_u16(vdupq_n_u16(ukw), kxo);
-  const uint16x8_t woe = vmulq_n_u16(vmlaq_n_u16(kxe, kye, ukw), uc);
-  const uint16x8_t woo = vmulq_n_u16(vmlaq_n_u16(kxo, kyo, ukw), uc);
-  Group g;
-  g.padv = vdupq_n_s16(pad);
-  g.pad_left = p.pad_left;
-  g.c_n = c_n;
-  g.n_in = in_shape.w < cols - p.pad_left ? in_shape.w : cols - p.pad_left;
-  g.ow = ow;
+  P.pe = vcmphiq_u16(vdupq_n_u16(ukh), kye) & vcmphiq_u16(vdupq_n_u16(ukw), kxe);
+  P.po = vcmphiq_u16(vdupq_n_u16(ukh), kyo) & vcmphiq_u16(vdupq_n_u16(ukw), kxo);
+  P.woe = vmulq_n_u16(vmlaq_n_u16(kxe, kye, ukw), uc);
+  P.woo = vmulq_n_u16(vmlaq_n_u16(kxo, kyo, ukw), uc);
+  P.padv = vdupq_n_s16(pad);
+  P.pad_left = p.pad_left;
+  P.pad_top = p.pad_top;
+  P.c_n = c_n;
+  P.n_in = in_shape.w < cols - p.pad_left ? in_shape.w : cols - p.pad_left;
+  P.ow = ow;
+  P.row_stride = row_stride;
+  P.stride_h = sh;
+  const int32_t out_row = ow * c_n;
+  P.out_row = out_row;
   const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
-  g.lo = vdupq_n_s32(quant.lo);
-  g.hi = vdupq_n_s32(quant.hi);
-  g.zp = quant.offset;
+  P.lo = vdupq_n_s32(quant.lo);
+  P.hi = vdupq_n_s32(quant.hi);
+  P.zp = quant.offset;
+  P.offs4 = vreinterpretq_u32_s32(lanes4(0, out_row, 2 * out_row, 3 * out_row));
+  P.g_lo = g_lo;
+  P.g_hi = g_hi;
+  P.n_top = g_lo;
+  P.n_border = groups - (g_hi - g_lo);
+  for (int32_t k = 0; k < P.n_border; ++k) {
+    // Slot j: output row oy0 + j (a tail group repeats its last row,
+    // whose bytes it stores twice). Offsets from the first input row any
+    // slot has inside.
+    BorderGroup& b = P.bg[k];
+    const int32_t g = k < g_lo ? k : g_hi + (k - g_lo);
+    b.oy0 = g * kRows;
+    const int32_t nr = oh - b.oy0 < kRows ? oh - b.oy0 : kRows;
+    int32_t iy0[kRows], ky0[kRows], ky1[kRows];
+    int32_t first = in_h;
+    for (int32_t j = 0; j < kRows; ++j) {
+      iy0[j] = (b.oy0 + (j < nr ? j : nr - 1)) * sh - p.pad_top;
+      int32_t a = 0, e = kh;
+      while (a < kh && iy0[j] + a * dh < 0) ++a;
+      while (e > a && iy0[j] + (e - 1) * dh >= in_h) --e;
+      ky0[j] = a;
+      ky1[j] = e;
+      if (a < e && iy0[j] + a * dh < first) first = iy0[j] + a * dh;
+    }
+    if (first == in_h) first = 0;  // no row inside: all lanes off
+    b.first = first;
+    b.pred = false;
+    for (int32_t j = 0; j < kRows; ++j) {
+      const int16x8_t ky = vreinterpretq_s16_u16(ky_lane);
+      b.pr[j] = vcmpgeq_n_s16(ky, static_cast<int16_t>(ky0[j])) & vcmpltq_n_s16(ky, static_cast<int16_t>(ky1[j]));
+      b.o[j] = vaddq_n_u16(offs, static_cast<uint16_t>((iy0[j] - first) * row_stride));
+      b.pred |= ky0[j] != 0 || ky1[j] != kh;
+    }
+    b.offs4 = vreinterpretq_u32_s32(
+        lanes4(0, (nr > 1 ? 1 : 0) * out_row, (nr > 2 ? 2 : nr - 1) * out_row, (nr - 1) * out_row));
+  }
   // The padding columns hold the zero point for good; the windows read up
   // to 12 bytes past a row's columns, against zero weights: defined bytes.
   alignas(16) int8_t buf[kRows * kRowBytes + 16];
   for (int32_t i = 0; i < kRows * kRowBytes + 16; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(pad));
-  g.buf = buf;
-  // Output rows [oy_lo, oy_hi) have all their window rows inside the input;
-  // a group of them reads with offsets io (slot j: j input rows further).
-  int32_t oy_lo = 0;
-  while (oy_lo < oh && oy_lo * sh - p.pad_top < 0) ++oy_lo;
-  int32_t oy_hi = oy_lo;
-  while (oy_hi < oh && oy_hi * sh - p.pad_top + (kh - 1) * dh < in_h) ++oy_hi;
-  alignas(16) Channel ch[kChunk];
-  const int32_t out_row = ow * c_n;
-  const uint32x4_t offs4 = vreinterpretq_u32_s32(lanes4(0, out_row, 2 * out_row, 3 * out_row));
-  using Fn = void (*)(const Group&, const Channel&, const int8_t*, int8_t*);
-  const Fn interior = sw == 1 ? group_channel<false, 1> : group_channel<false, 2>;
-  const Fn border_fn = sw == 1 ? group_channel<true, 1> : group_channel<true, 2>;
+  P.buf = buf;
+  const auto fn = sw == 1 ? channel<1> : channel<2>;
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + n * in_h * row_stride;
     int8_t* out_n = out + n * oh * out_row;
-    for (int32_t c0 = 0; c0 < c_n; c0 += kChunk) {
-      const int32_t cn = c_n - c0 < kChunk ? c_n - c0 : kChunk;
-      for (int32_t j = 0; j < cn; ++j) {
-        const int32_t c = c0 + j;
-        const int16x8_t e = vldrbq_gather_offset_z_s16(w + c, woe, pe);
-        const int16x8_t o = vldrbq_gather_offset_z_s16(w + c, woo, po);
-        ch[j].wv = vreinterpretq_s8_s16(vorrq_s16(vandq_s16(e, vdupq_n_s16(0xFF)), vshlq_n_s16(o, 8)));
-        const uint32_t b = bias ? static_cast<uint32_t>(bias[c]) : 0u;
-        ch[j].bias = static_cast<int32_t>(b + static_cast<uint32_t>(in_off) * static_cast<uint32_t>(vaddvq_s8(ch[j].wv)));
-        ch[j].m = multiplier[c];
-        ch[j].s = shift[c];
-      }
-      for (int32_t oy0 = 0; oy0 < oh; oy0 += kRows) {
-        // Slot j: output row oy0 + j (a tail group repeats its last row,
-        // whose bytes it stores twice). Offsets from the first input row
-        // any slot has inside.
-        const int32_t nr = oh - oy0 < kRows ? oh - oy0 : kRows;
-        int32_t first = oy0 * sh - p.pad_top;
-        bool border = false;
-        if (nr < kRows || oy0 < oy_lo || oy0 + kRows > oy_hi) {
-          int32_t iy0[kRows], ky0[kRows], ky1[kRows];
-          first = in_h;
-          for (int32_t j = 0; j < kRows; ++j) {
-            iy0[j] = (oy0 + (j < nr ? j : nr - 1)) * sh - p.pad_top;
-            int32_t a = 0, e = kh;
-            while (a < kh && iy0[j] + a * dh < 0) ++a;
-            while (e > a && iy0[j] + (e - 1) * dh >= in_h) --e;
-            ky0[j] = a;
-            ky1[j] = e;
-            if (a < e && iy0[j] + a * dh < first) first = iy0[j] + a * dh;
-          }
-          if (first == in_h) first = 0;  // no row inside: all lanes off
-          for (int32_t j = 0; j < kRows; ++j) {
-            const int16x8_t ky = vreinterpretq_s16_u16(ky_lane);
-            g.pr[j] = vcmpgeq_n_s16(ky, static_cast<int16_t>(ky0[j])) & vcmpltq_n_s16(ky, static_cast<int16_t>(ky1[j]));
-            g.o[j] = vaddq_n_u16(offs, static_cast<uint16_t>((iy0[j] - first) * row_stride));
-            border |= ky0[j] != 0 || ky1[j] != kh;
-          }
-          g.offs4 = vreinterpretq_u32_s32(
-              lanes4(0, (nr > 1 ? 1 : 0) * out_row, (nr > 2 ? 2 : nr - 1) * out_row, (nr - 1) * out_row));
-        } else {
-          for (int32_t j = 0; j < kRows; ++j) g.o[j] = vaddq_n_u16(offs, static_cast<uint16_t>(j * sh * row_stride));
-          g.offs4 = offs4;
-        }
-        const Fn fn = border ? border_fn : interior;
-        const int8_t* src = in_n + first * row_stride + c0;
-        int8_t* o_c = out_n + oy0 * out_row + c0;
-        for (const Channel* q = ch; q != ch + cn; ++q) fn(g, *q, src++, o_c++);
-      }
+    for (int32_t c = 0; c < c_n; ++c) {
+      fn(P, in_n + c, w + c, bias ? bias[c] : 0, in_off, multiplier[c], shift[c], out_n + c);
     }
   }
   return true;
