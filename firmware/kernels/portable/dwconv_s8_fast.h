@@ -503,12 +503,131 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
 }
 
 
+// The row path of 3x3 kernels (depth multiplier 1, stride_w 1 or 2, no
+// width dilation): per channel and output row, a buffer of the window rows'
+// input columns as two words per column, rows 0 and 1 as a halfword pair
+// and row 2 alone (the zero point where outside the input), so that an
+// output is 3 SMLADs on the pairs and 3 SMLABBs. Padded taps hold the zero
+// point, so the input offset folds into the bias per channel. The weights
+// are doubled (within int16) and so is the bias: the accumulator is
+// 2 * acc, and SMMLAR's (2 * acc * m + 2^31) >> 32 is requantize()'s high
+// multiply floor((acc * m + 2^30) / 2^31); SMMLAR adds K = 2^(e-1) +
+// (zp << e) - (acc < 0) in the same instruction, so one ASR by e finishes
+// the rounding (t = hi - (hi < 0), (t + 2^(e-1)) >> e: requantize()'s,
+// with acc's sign for hi's, the same result where they differ as hi is 0
+// there) and adds the output offset. Requires per channel shift < 0
+// (e <= 20) and |bias + offset * sum w| < 2^29, so that 2 * acc and the
+// sums fit int32; otherwise the per-pixel path.
 namespace dw {
-constexpr bool getenv_dummy = false;
-inline bool depthwise_rows(const int8_t*, Shape4, const int8_t*, int32_t, int32_t, const int32_t*, const int32_t*,
-                           const int32_t*, int8_t*, Shape4, const QuantConvParams&) {
-  return false;
+
+constexpr int32_t kMaxCols = 100;     // buffer columns
+constexpr int32_t kMaxPadRow = 1024;  // bytes of the zero-point row that rows outside the input read
+
+inline int32_t smmlar(int32_t a, int32_t b, int32_t acc) {
+  int32_t r;
+  __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(a), "r"(b), "r"(acc));
+  return r;
 }
+
+struct Row {
+  int32_t w01[3], w2[3];    // doubled weights: rows 0 and 1 as halfword pairs, row 2
+  int32_t bias2, m, e, k0;  // 2 * folded bias, multiplier, right shift, 2^(e-1) + (zp << e)
+};
+
+// The outputs of one row of one channel from the column buffer cb.
+template <int kStride, bool kClamp>
+[[gnu::noinline]] void row_outputs(const int32_t* cb, const Row& r, int8_t* out, int32_t c_n, int32_t n,
+                                   int32_t lo, int32_t hi) {
+  const int32_t w0 = r.w01[0], w1 = r.w01[1], w2 = r.w01[2];
+  const int32_t v0 = r.w2[0], v1 = r.w2[1], v2 = r.w2[2];
+  const int32_t bias2 = r.bias2, m = r.m, e = r.e, k0 = r.k0;
+  for (int32_t i = 0; i < n; ++i, cb += 2 * kStride, out += c_n) {
+    int32_t acc = __smlad(cb[0], w0, bias2);
+    acc = __smlabb(cb[1], v0, acc);
+    acc = __smlad(cb[2], w1, acc);
+    acc = __smlabb(cb[3], v1, acc);
+    acc = __smlad(cb[4], w2, acc);
+    acc = __smlabb(cb[5], v2, acc);
+    int32_t y = __ssat(smmlar(acc, m, k0 + (acc >> 31)) >> e, 8);
+    if constexpr (kClamp) {
+      y = y < lo ? lo : y;
+      y = y > hi ? hi : y;
+    }
+    *out = static_cast<int8_t>(y);
+  }
+}
+
+inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kh, int32_t kw,
+                           const int32_t* bias, const int32_t* multiplier, const int32_t* shift, int8_t* out,
+                           Shape4 out_shape, const QuantConvParams& p) {
+  const int32_t c_n = in_shape.c, ow = out_shape.w, oh = out_shape.h, in_h = in_shape.h;
+  const int32_t sw = p.stride_w, sh = p.stride_h, dh = p.dilation_h;
+  if (kh != 3 || kw != 3 || p.dilation_w != 1 || (sw != 1 && sw != 2)) return false;
+  const int32_t cols = (ow - 1) * sw + kw;
+  const int32_t row_stride = in_shape.w * c_n;
+  const int32_t in_off = p.input_offset;
+  if (cols > kMaxCols || row_stride > kMaxPadRow || in_off < -32768 || in_off > 32767) return false;
+  const int32_t zp = p.output_offset;
+  for (int32_t c = 0; c < c_n; ++c) {
+    const int32_t s = shift[c];
+    if (s >= 0 || s < -20) return false;
+    int32_t sum = 0;
+    for (int32_t t = 0; t < 9; ++t) sum += w[t * c_n + c];
+    const int64_t b = (bias ? bias[c] : 0) + static_cast<int64_t>(in_off) * sum;
+    if (b <= -(int64_t{1} << 29) || b >= (int64_t{1} << 29)) return false;
+  }
+  const int32_t pad = -in_off;
+  const int32_t lo = p.act_min, hi = p.act_max;
+  const bool clamp = lo > -128 || hi < 127;
+  alignas(4) int8_t padrow[kMaxPadRow];
+  for (int32_t i = 0; i < row_stride; ++i) padrow[i] = static_cast<int8_t>(pad);
+  int32_t cb[2 * kMaxCols];
+  const int32_t pair_pad = static_cast<int32_t>((static_cast<uint32_t>(pad) & 0xFFFFu) * 0x10001u);
+  const int32_t pad_left = p.pad_left;
+  const int32_t n_in = in_shape.w < cols - pad_left ? in_shape.w : cols - pad_left;
+  for (int32_t bc = 0; bc < cols; ++bc) {  // the padding columns, for good
+    cb[2 * bc] = pair_pad;
+    cb[2 * bc + 1] = pad;
+  }
+  const auto outputs = sw == 1 ? (clamp ? row_outputs<1, true> : row_outputs<1, false>)
+                               : (clamp ? row_outputs<2, true> : row_outputs<2, false>);
+  for (int32_t n = 0; n < out_shape.n; ++n) {
+    const int8_t* in_n = in + n * in_h * row_stride;
+    int8_t* out_n = out + n * oh * ow * c_n;
+    for (int32_t c = 0; c < c_n; ++c) {
+      Row r;
+      int32_t sum = 0;
+      for (int32_t kx = 0; kx < 3; ++kx) {
+        const int32_t a = w[kx * c_n + c], b = w[(3 + kx) * c_n + c], d = w[(6 + kx) * c_n + c];
+        sum += a + b + d;
+        r.w01[kx] = static_cast<int32_t>((static_cast<uint32_t>(2 * a) & 0xFFFFu) | (static_cast<uint32_t>(2 * b) << 16));
+        r.w2[kx] = 2 * d;
+      }
+      r.bias2 = 2 * ((bias ? bias[c] : 0) + in_off * sum);
+      r.m = multiplier[c];
+      r.e = -shift[c];
+      r.k0 = (1 << (r.e - 1)) + zp * (1 << r.e);
+      for (int32_t oy = 0; oy < oh; ++oy) {
+        const int32_t iy0 = oy * sh - p.pad_top;
+        const int8_t* x[3];
+        for (int32_t ky = 0; ky < 3; ++ky) {
+          const int32_t iy = iy0 + ky * dh;
+          x[ky] = (iy >= 0 && iy < in_h ? in_n + iy * row_stride : padrow) + c;
+        }
+        const int8_t* x0 = x[0];
+        const int32_t d1 = static_cast<int32_t>(x[1] - x0), d2 = static_cast<int32_t>(x[2] - x0);
+        int32_t* d = cb + 2 * pad_left;
+        for (int32_t k = 0; k < n_in; ++k, x0 += c_n, d += 2) {
+          d[0] = static_cast<int32_t>((static_cast<uint32_t>(x0[0]) & 0xFFFFu) | (static_cast<uint32_t>(x0[d1]) << 16));
+          d[1] = x0[d2];
+        }
+        outputs(cb, r, out_n + oy * ow * c_n + c, c_n, ow, lo, hi);
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace dw
 
 #endif
