@@ -520,8 +520,8 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
 // sums fit int32; otherwise the per-pixel path.
 namespace dw {
 
-constexpr int32_t kMaxCols = 100;     // buffer columns
-constexpr int32_t kMaxPadRow = 1024;  // bytes of the zero-point row that rows outside the input read
+constexpr int32_t kMaxCols = 64;      // buffer columns
+constexpr int32_t kMaxPadRow = 768;  // bytes of the zero-point row that rows outside the input read
 
 inline int32_t smmlar(int32_t a, int32_t b, int32_t acc) {
   int32_t r;
@@ -529,33 +529,55 @@ inline int32_t smmlar(int32_t a, int32_t b, int32_t acc) {
   return r;
 }
 
-struct Row {
-  int32_t w01[3], w2[3];    // doubled weights: rows 0 and 1 as halfword pairs, row 2
+inline int32_t pkhbt16(int32_t lo, int32_t hi) {  // lo's bottom half, hi's bottom half on top
+  int32_t r;
+  __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(lo), "r"(hi));
+  return r;
+}
+
+struct Row {        // one channel
+  int32_t w0, w1, w2;  // doubled weights of column kx, rows 0 and 1 as a halfword pair
+  int32_t v01, v2;     // doubled weights of row 2: columns 0 and 1 as a pair, column 2
   int32_t bias2, m, e, k0;  // 2 * folded bias, multiplier, right shift, 2^(e-1) + (zp << e)
 };
 
-// The outputs of one row of one channel from the column buffer cb.
+struct RowCtx {  // what the channels of an output row share
+  int32_t* cb;     // the column buffer
+  int32_t* cb_in;  // its first input column
+  int32_t d1, d2;  // input rows 1 and 2 from row 0 (bytes)
+  int32_t c_n, n_in, ow, lo, hi;
+};
+
+// One output row of one channel: the column buffer from x0 (row 0 of the
+// window, input column 0), then the outputs.
 template <int kStride, bool kClamp>
-[[gnu::noinline]] void row_outputs(const int32_t* cb, const Row& r, int8_t* out, int32_t c_n, int32_t n,
-                                   int32_t lo, int32_t hi) {
-  const int32_t w0 = r.w01[0], w1 = r.w01[1], w2 = r.w01[2];
-  const int32_t v0 = r.w2[0], v1 = r.w2[1], v2 = r.w2[2];
+[[gnu::noinline]] void row_channel(const RowCtx& R, const Row& r, const int8_t* x0, int8_t* out) {
+  const int32_t c_n = R.c_n, d1 = R.d1, d2 = R.d2;
+  int32_t* d = R.cb_in;
+  for (int32_t* const end = d + 2 * R.n_in; d != end; d += 2, x0 += c_n) {
+    d[0] = pkhbt16(x0[0], x0[d1]);
+    d[1] = x0[d2];
+  }
+  const int32_t w0 = r.w0, w1 = r.w1, w2 = r.w2, v01 = r.v01, v2 = r.v2;
   const int32_t bias2 = r.bias2, m = r.m, e = r.e, k0 = r.k0;
-  for (int32_t i = 0; i < n; ++i, cb += 2 * kStride, out += c_n) {
+  const int32_t* cb = R.cb;
+  for (int8_t* const end = out + R.ow * c_n; out != end; cb += 2 * kStride, out += c_n) {
     int32_t acc = __smlad(cb[0], w0, bias2);
-    acc = __smlabb(cb[1], v0, acc);
+    acc = __smlabb(cb[1], v01, acc);
     acc = __smlad(cb[2], w1, acc);
-    acc = __smlabb(cb[3], v1, acc);
+    acc = __smlabt(cb[3], v01, acc);
     acc = __smlad(cb[4], w2, acc);
     acc = __smlabb(cb[5], v2, acc);
     int32_t y = __ssat(smmlar(acc, m, k0 + (acc >> 31)) >> e, 8);
     if constexpr (kClamp) {
-      y = y < lo ? lo : y;
-      y = y > hi ? hi : y;
+      y = y < R.lo ? R.lo : y;
+      y = y > R.hi ? R.hi : y;
     }
     *out = static_cast<int8_t>(y);
   }
 }
+
+constexpr int32_t kChunk = 8;  // channels whose Row is computed at a time
 
 inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kh, int32_t kw,
                            const int32_t* bias, const int32_t* multiplier, const int32_t* shift, int8_t* out,
@@ -577,51 +599,63 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
     if (b <= -(int64_t{1} << 29) || b >= (int64_t{1} << 29)) return false;
   }
   const int32_t pad = -in_off;
-  const int32_t lo = p.act_min, hi = p.act_max;
-  const bool clamp = lo > -128 || hi < 127;
+  const bool clamp = p.act_min > -128 || p.act_max < 127;
   alignas(4) int8_t padrow[kMaxPadRow];
   for (int32_t i = 0; i < row_stride; ++i) padrow[i] = static_cast<int8_t>(pad);
   int32_t cb[2 * kMaxCols];
   const int32_t pair_pad = static_cast<int32_t>((static_cast<uint32_t>(pad) & 0xFFFFu) * 0x10001u);
-  const int32_t pad_left = p.pad_left;
-  const int32_t n_in = in_shape.w < cols - pad_left ? in_shape.w : cols - pad_left;
   for (int32_t bc = 0; bc < cols; ++bc) {  // the padding columns, for good
     cb[2 * bc] = pair_pad;
     cb[2 * bc + 1] = pad;
   }
-  const auto outputs = sw == 1 ? (clamp ? row_outputs<1, true> : row_outputs<1, false>)
-                               : (clamp ? row_outputs<2, true> : row_outputs<2, false>);
+  RowCtx R;
+  R.cb = cb;
+  R.cb_in = cb + 2 * p.pad_left;
+  R.c_n = c_n;
+  R.n_in = in_shape.w < cols - p.pad_left ? in_shape.w : cols - p.pad_left;
+  R.ow = ow;
+  R.lo = p.act_min;
+  R.hi = p.act_max;
+  const auto fn = sw == 1 ? (clamp ? row_channel<1, true> : row_channel<1, false>)
+                          : (clamp ? row_channel<2, true> : row_channel<2, false>);
+  Row rows[kChunk];
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + n * in_h * row_stride;
     int8_t* out_n = out + n * oh * ow * c_n;
-    for (int32_t c = 0; c < c_n; ++c) {
-      Row r;
-      int32_t sum = 0;
-      for (int32_t kx = 0; kx < 3; ++kx) {
-        const int32_t a = w[kx * c_n + c], b = w[(3 + kx) * c_n + c], d = w[(6 + kx) * c_n + c];
-        sum += a + b + d;
-        r.w01[kx] = static_cast<int32_t>((static_cast<uint32_t>(2 * a) & 0xFFFFu) | (static_cast<uint32_t>(2 * b) << 16));
-        r.w2[kx] = 2 * d;
+    for (int32_t c0 = 0; c0 < c_n; c0 += kChunk) {
+      const int32_t cn = c_n - c0 < kChunk ? c_n - c0 : kChunk;
+      for (int32_t j = 0; j < cn; ++j) {
+        const int32_t c = c0 + j;
+        Row& r = rows[j];
+        int32_t a[3], b[3], d[3], sum = 0;
+        for (int32_t kx = 0; kx < 3; ++kx) {
+          a[kx] = 2 * w[kx * c_n + c];
+          b[kx] = 2 * w[(3 + kx) * c_n + c];
+          d[kx] = 2 * w[(6 + kx) * c_n + c];
+          sum += a[kx] + b[kx] + d[kx];
+        }
+        r.w0 = pkhbt16(a[0], b[0]);
+        r.w1 = pkhbt16(a[1], b[1]);
+        r.w2 = pkhbt16(a[2], b[2]);
+        r.v01 = pkhbt16(d[0], d[1]);
+        r.v2 = d[2];
+        r.bias2 = 2 * (bias ? bias[c] : 0) + in_off * sum;
+        r.m = multiplier[c];
+        r.e = -shift[c];
+        r.k0 = (1 << (r.e - 1)) + zp * (1 << r.e);
       }
-      r.bias2 = 2 * ((bias ? bias[c] : 0) + in_off * sum);
-      r.m = multiplier[c];
-      r.e = -shift[c];
-      r.k0 = (1 << (r.e - 1)) + zp * (1 << r.e);
       for (int32_t oy = 0; oy < oh; ++oy) {
         const int32_t iy0 = oy * sh - p.pad_top;
         const int8_t* x[3];
         for (int32_t ky = 0; ky < 3; ++ky) {
           const int32_t iy = iy0 + ky * dh;
-          x[ky] = (iy >= 0 && iy < in_h ? in_n + iy * row_stride : padrow) + c;
+          x[ky] = iy >= 0 && iy < in_h ? in_n + iy * row_stride : padrow;
         }
-        const int8_t* x0 = x[0];
-        const int32_t d1 = static_cast<int32_t>(x[1] - x0), d2 = static_cast<int32_t>(x[2] - x0);
-        int32_t* d = cb + 2 * pad_left;
-        for (int32_t k = 0; k < n_in; ++k, x0 += c_n, d += 2) {
-          d[0] = static_cast<int32_t>((static_cast<uint32_t>(x0[0]) & 0xFFFFu) | (static_cast<uint32_t>(x0[d1]) << 16));
-          d[1] = x0[d2];
-        }
-        outputs(cb, r, out_n + oy * ow * c_n + c, c_n, ow, lo, hi);
+        R.d1 = static_cast<int32_t>(x[1] - x[0]);
+        R.d2 = static_cast<int32_t>(x[2] - x[0]);
+        const int8_t* x0 = x[0] + c0;
+        int8_t* o = out_n + oy * ow * c_n + c0;
+        for (int32_t j = 0; j < cn; ++j) fn(R, rows[j], x0++, o++);
       }
     }
   }
