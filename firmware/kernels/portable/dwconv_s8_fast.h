@@ -588,6 +588,9 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   const int32_t c_n = in_shape.c, ow = out_shape.w, oh = out_shape.h, in_h = in_shape.h;
   const int32_t sw = p.stride_w, sh = p.stride_h, dh = p.dilation_h;
   if (kh != 3 || kw != 3 || p.dilation_w != 1 || (sw != 1 && sw != 2)) return false;
+  // Below 4 outputs per channel the per-channel and per-row work costs more
+  // than the per-pixel path.
+  if (oh * ow < 4) return false;
   const int32_t cols = (ow - 1) * sw + kw;
   const int32_t row_stride = in_shape.w * c_n;
   const int32_t in_off = p.input_offset;
