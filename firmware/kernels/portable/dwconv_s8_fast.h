@@ -594,15 +594,14 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   const int32_t cols = (ow - 1) * sw + kw;
   const int32_t row_stride = in_shape.w * c_n;
   const int32_t in_off = p.input_offset;
-  if (cols > kMaxCols || row_stride > kMaxPadRow || in_off < -32768 || in_off > 32767) return false;
+  if (cols > kMaxCols || row_stride > kMaxPadRow || in_off < -128 || in_off > 128) return false;
   const int32_t zp = p.output_offset;
+  // |offset * sum w| <= 128 * 9 * 128 < 2^18: a bias within 2^29 - 2^18
+  // keeps the folded one within 2^29.
   for (int32_t c = 0; c < c_n; ++c) {
     const int32_t s = shift[c];
-    if (s >= 0 || s < -20) return false;
-    int32_t sum = 0;
-    for (int32_t t = 0; t < 9; ++t) sum += w[t * c_n + c];
-    const int64_t b = (bias ? bias[c] : 0) + static_cast<int64_t>(in_off) * sum;
-    if (b <= -(int64_t{1} << 29) || b >= (int64_t{1} << 29)) return false;
+    const int32_t b = bias ? bias[c] : 0;
+    if (s >= 0 || s < -20 || b <= -(1 << 29) + (1 << 18) || b >= (1 << 29) - (1 << 18)) return false;
   }
   const int32_t pad = -in_off;
   const bool clamp = p.act_min > -128 || p.act_max < 127;
