@@ -153,15 +153,18 @@ template <bool kBorder>
   int8_t* d2 = buf + 2 * kRowBytes;
   int8_t* d3 = buf + 3 * kRowBytes;
   const int32_t step = 2 * c_n;
+  // In registers: the gathers' asm clobbers memory, which would reload them.
+  const uint16x8_t ol[kRows] = {o[0], o[1], o[2], o[3]};
+  const uint32_t pl[kRows] = {pr[0], pr[1], pr[2], pr[3]};
   int32_t k = n_in;
-  for (; k >= 2; k -= 2, src += step) gather4<kBorder>(src, d0, d1, d2, d3, o, pr, padv);
+  for (; k >= 2; k -= 2, src += step) gather4<kBorder>(src, d0, d1, d2, d3, ol, pl, padv);
   if (k == 0) return;
   if (n_in >= 3) {
     d0 -= 4;
     d1 -= 4;
     d2 -= 4;
     d3 -= 4;
-    gather4<kBorder>(src - c_n, d0, d1, d2, d3, o, pr, padv);
+    gather4<kBorder>(src - c_n, d0, d1, d2, d3, ol, pl, padv);
     return;
   }
   const mve_pred16_t col0 = vctp16q(4);  // not a constant: GCC 12 takes a constant 0x00FF for all lanes
