@@ -199,17 +199,13 @@ struct Plan {
   int32_t pad_left, pad_top, c_n, n_in, ow, zp, row_stride, out_row, stride_h;
 };
 
-template <int kStride>
+template <int kStride, bool kNeg>
 [[gnu::always_inline]] inline void outputs(const Plan& P, const int8x16_t wv, int32_t bias, int32_t m, int32_t s,
                                            int8_t* out, uint32x4_t offs4) {
-  if (s < 0) {
-    columns<true, kStride>(P.buf, wv, bias, m, s, out, offs4, P.c_n, P.ow, P.lo, P.hi, P.zp);
-  } else {
-    columns<false, kStride>(P.buf, wv, bias, m, s, out, offs4, P.c_n, P.ow, P.lo, P.hi, P.zp);
-  }
+  columns<kNeg, kStride>(P.buf, wv, bias, m, s, out, offs4, P.c_n, P.ow, P.lo, P.hi, P.zp);
 }
 
-template <int kStride>
+template <int kStride, bool kNeg>
 [[gnu::always_inline]] inline void border_group(const Plan& P, const BorderGroup& b, const int8_t* in_c,
                                                 int8x16_t wv, int32_t bias, int32_t m, int32_t s, int8_t* out_c) {
   const int8_t* src = in_c + b.first * P.row_stride;
@@ -219,12 +215,12 @@ template <int kStride>
   } else {
     build_rows<false>(src, P.c_n, P.n_in, d, b.o, b.pr, P.padv);
   }
-  outputs<kStride>(P, wv, bias, m, s, out_c + b.oy0 * P.out_row, b.offs4);
+  outputs<kStride, kNeg>(P, wv, bias, m, s, out_c + b.oy0 * P.out_row, b.offs4);
 }
 
 // One channel, all its row groups: the weights' window vector and folded
 // bias, then per group its buffer rows and outputs.
-template <int kStride>
+template <int kStride, bool kNeg>
 [[gnu::noinline]] void channel(const Plan& P, const int8_t* in_c, const int8_t* w_c, int32_t b, int32_t in_off,
                                int32_t m, int32_t s, int8_t* out_c) {
   const int16x8_t e = vldrbq_gather_offset_z_s16(w_c, P.woe, static_cast<mve_pred16_t>(P.pe));
@@ -232,16 +228,16 @@ template <int kStride>
   const int8x16_t wv = vreinterpretq_s8_s16(vorrq_s16(vandq_s16(e, vdupq_n_s16(0xFF)), vshlq_n_s16(o, 8)));
   const int32_t bias =
       static_cast<int32_t>(static_cast<uint32_t>(b) + static_cast<uint32_t>(in_off) * static_cast<uint32_t>(vaddvq_s8(wv)));
-  for (int32_t k = 0; k < P.n_top; ++k) border_group<kStride>(P, P.bg[k], in_c, wv, bias, m, s, out_c);
+  for (int32_t k = 0; k < P.n_top; ++k) border_group<kStride, kNeg>(P, P.bg[k], in_c, wv, bias, m, s, out_c);
   const int8_t* src = in_c + (P.g_lo * kRows * P.stride_h - P.pad_top) * P.row_stride;
   int8_t* out = out_c + P.g_lo * kRows * P.out_row;
   for (int32_t g = P.g_lo; g < P.g_hi; ++g) {
     build_rows<false>(src, P.c_n, P.n_in, P.buf + P.pad_left * 4, P.io, P.bg[0].pr, P.padv);
-    outputs<kStride>(P, wv, bias, m, s, out, P.offs4);
+    outputs<kStride, kNeg>(P, wv, bias, m, s, out, P.offs4);
     src += kRows * P.stride_h * P.row_stride;
     out += kRows * P.out_row;
   }
-  for (int32_t k = P.n_top; k < P.n_border; ++k) border_group<kStride>(P, P.bg[k], in_c, wv, bias, m, s, out_c);
+  for (int32_t k = P.n_top; k < P.n_border; ++k) border_group<kStride, kNeg>(P, P.bg[k], in_c, wv, bias, m, s, out_c);
 }
 
 inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kh, int32_t kw,
@@ -344,12 +340,14 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   alignas(16) int8_t buf[kRows * kRowBytes + 16];
   for (int32_t i = 0; i < kRows * kRowBytes + 16; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(pad));
   P.buf = buf;
-  const auto fn = sw == 1 ? channel<1> : channel<2>;
+  // Per channel: shift < 0 (requant_v's rounding right shift) or not.
+  const auto neg = sw == 1 ? channel<1, true> : channel<2, true>;
+  const auto nonneg = sw == 1 ? channel<1, false> : channel<2, false>;
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + n * in_h * row_stride;
     int8_t* out_n = out + n * oh * out_row;
     for (int32_t c = 0; c < c_n; ++c) {
-      fn(P, in_n + c, w + c, bias ? bias[c] : 0, in_off, multiplier[c], shift[c], out_n + c);
+      (shift[c] < 0 ? neg : nonneg)(P, in_n + c, w + c, bias ? bias[c] : 0, in_off, multiplier[c], shift[c], out_n + c);
     }
   }
   return true;
