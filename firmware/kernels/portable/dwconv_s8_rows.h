@@ -195,31 +195,13 @@ struct Plan {
   BorderGroup bg[kMaxBorder];
   uint32_t pe, po;       // the weights' lanes inside the kernel
   int8_t* buf;           // the 4 buffer rows
-  int32_t n_top, n_border, g_lo, g_hi;  // border groups: bg[0, n_top) above [g_lo, g_hi), the rest below
+  int32_t groups, n_border, g_lo, g_hi;  // border groups: bg[0, g_lo) above [g_lo, g_hi), the rest below
   int32_t pad_left, pad_top, c_n, n_in, ow, zp, row_stride, out_row, stride_h;
 };
 
-template <int kStride, bool kNeg>
-[[gnu::always_inline]] inline void outputs(const Plan& P, const int8x16_t wv, int32_t bias, int32_t m, int32_t s,
-                                           int8_t* out, uint32x4_t offs4) {
-  columns<kNeg, kStride>(P.buf, wv, bias, m, s, out, offs4, P.c_n, P.ow, P.lo, P.hi, P.zp);
-}
-
-template <int kStride, bool kNeg>
-[[gnu::always_inline]] inline void border_group(const Plan& P, const BorderGroup& b, const int8_t* in_c,
-                                                int8x16_t wv, int32_t bias, int32_t m, int32_t s, int8_t* out_c) {
-  const int8_t* src = in_c + b.first * P.row_stride;
-  int8_t* d = P.buf + P.pad_left * 4;
-  if (b.pred) {
-    build_rows<true>(src, P.c_n, P.n_in, d, b.o, b.pr, P.padv);
-  } else {
-    build_rows<false>(src, P.c_n, P.n_in, d, b.o, b.pr, P.padv);
-  }
-  outputs<kStride, kNeg>(P, wv, bias, m, s, out_c + b.oy0 * P.out_row, b.offs4);
-}
-
 // One channel, all its row groups: the weights' window vector and folded
-// bias, then per group its buffer rows and outputs.
+// bias, then per group its buffer rows and outputs (one loop, so that the
+// column loop is compiled once per variant).
 template <int kStride, bool kNeg>
 [[gnu::noinline]] void channel(const Plan& P, const int8_t* in_c, const int8_t* w_c, int32_t b, int32_t in_off,
                                int32_t m, int32_t s, int8_t* out_c) {
@@ -228,16 +210,31 @@ template <int kStride, bool kNeg>
   const int8x16_t wv = vreinterpretq_s8_s16(vorrq_s16(vandq_s16(e, vdupq_n_s16(0xFF)), vshlq_n_s16(o, 8)));
   const int32_t bias =
       static_cast<int32_t>(static_cast<uint32_t>(b) + static_cast<uint32_t>(in_off) * static_cast<uint32_t>(vaddvq_s8(wv)));
-  for (int32_t k = 0; k < P.n_top; ++k) border_group<kStride, kNeg>(P, P.bg[k], in_c, wv, bias, m, s, out_c);
-  const int8_t* src = in_c + (P.g_lo * kRows * P.stride_h - P.pad_top) * P.row_stride;
-  int8_t* out = out_c + P.g_lo * kRows * P.out_row;
-  for (int32_t g = P.g_lo; g < P.g_hi; ++g) {
-    build_rows<false>(src, P.c_n, P.n_in, P.buf + P.pad_left * 4, P.io, P.bg[0].pr, P.padv);
-    outputs<kStride, kNeg>(P, wv, bias, m, s, out, P.offs4);
-    src += kRows * P.stride_h * P.row_stride;
-    out += kRows * P.out_row;
+  int8_t* const d = P.buf + P.pad_left * 4;
+  const int32_t n_mid = P.g_hi - P.g_lo;
+  for (int32_t g = 0; g < P.groups; ++g) {
+    const bool mid = g >= P.g_lo && g < P.g_hi;
+    const BorderGroup* bg = P.bg + (g < P.g_lo ? g : g - n_mid);  // read where !mid
+    const int8_t* src;
+    int8_t* out;
+    uint32x4_t offs4;
+    if (mid) {
+      src = in_c + (g * kRows * P.stride_h - P.pad_top) * P.row_stride;
+      out = out_c + g * kRows * P.out_row;
+      offs4 = P.offs4;
+      build_rows<false>(src, P.c_n, P.n_in, d, P.io, P.bg[0].pr, P.padv);
+    } else {
+      src = in_c + bg->first * P.row_stride;
+      out = out_c + bg->oy0 * P.out_row;
+      offs4 = bg->offs4;
+      if (bg->pred) {
+        build_rows<true>(src, P.c_n, P.n_in, d, bg->o, bg->pr, P.padv);
+      } else {
+        build_rows<false>(src, P.c_n, P.n_in, d, bg->o, bg->pr, P.padv);
+      }
+    }
+    columns<kNeg, kStride>(P.buf, wv, bias, m, s, out, offs4, P.c_n, P.ow, P.lo, P.hi, P.zp);
   }
-  for (int32_t k = P.n_top; k < P.n_border; ++k) border_group<kStride, kNeg>(P, P.bg[k], in_c, wv, bias, m, s, out_c);
 }
 
 inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kh, int32_t kw,
@@ -302,7 +299,7 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   P.offs4 = vreinterpretq_u32_s32(lanes4(0, out_row, 2 * out_row, 3 * out_row));
   P.g_lo = g_lo;
   P.g_hi = g_hi;
-  P.n_top = g_lo;
+  P.groups = groups;
   P.n_border = groups - (g_hi - g_lo);
   for (int32_t k = 0; k < P.n_border; ++k) {
     // Slot j: output row oy0 + j (a tail group repeats its last row,
