@@ -367,8 +367,9 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
 // the rounding (t = hi - (hi < 0), (t + 2^(e-1)) >> e: requantize()'s,
 // with acc's sign for hi's, the same result where they differ as hi is 0
 // there) and adds the output offset. Requires per channel shift < 0
-// (e <= 20) and |bias + offset * sum w| < 2^29, so that 2 * acc and the
-// sums fit int32; otherwise the per-pixel path.
+// (e <= 20), an input offset within [-128, 128] and |bias| < 2^29 - 2^18
+// (so |bias + offset * sum w| < 2^29: 2 * acc and K + hi fit int32), and
+// at least 4 outputs per channel; otherwise the per-pixel path.
 namespace dw {
 
 constexpr int32_t kMaxCols = 64;      // buffer columns
