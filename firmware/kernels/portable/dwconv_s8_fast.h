@@ -1,10 +1,13 @@
 // Fast paths of depthwise_conv2d_s8 (see fast_s8.h), included by
-// conv2d_s8.cc only; the helpers they share with conv2d_s8's fast path
-// (finish, wrap_add, ...) are in conv2d_s8_fast.h.
+// conv2d_s8.cc only: the row paths of dwconv_s8_rows.h first, then the
+// per-pixel paths here (any kernel, stride and dilation, depth multiplier
+// 1); the helpers they share with conv2d_s8's fast path (finish, wrap_add,
+// ...) are in conv2d_s8_fast.h.
 #ifndef TORCHMCU_KERNELS_PORTABLE_DWCONV_S8_FAST_H_
 #define TORCHMCU_KERNELS_PORTABLE_DWCONV_S8_FAST_H_
 
 #include "conv2d_s8_fast.h"
+#include "dwconv_s8_rows.h"
 
 #if TMCU_S8_FAST
 
@@ -19,7 +22,7 @@ namespace fast {
 
 // Per output pixel, 16 channels (four vectors of 4 int32 lanes; the channel
 // tail one vector at a time, predicated) over the window's in-bounds taps: acc += (x + offset) * w.
-[[gnu::noinline]] inline bool depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+[[gnu::noinline]] inline bool depthwise_pixels(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
                          int32_t kernel_w, int32_t depth_multiplier, const int32_t* bias,
                          const int32_t* multiplier, const int32_t* shift, int8_t* out, Shape4 out_shape,
                          const QuantConvParams& p) {
@@ -91,6 +94,8 @@ namespace fast {
   return true;
 }
 
+
+
 #else  // DSP
 
 // Per output pixel, 4 channels at a time over the window's in-bounds taps:
@@ -98,7 +103,7 @@ namespace fast {
 // pairs, the offset added to both halves (x + offset is within +-255), and
 // SMLABB / SMLATT accumulate each channel's product. The channels beyond a
 // multiple of 4 in C.
-[[gnu::noinline]] inline bool depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w,
+[[gnu::noinline]] inline bool depthwise_pixels(const int8_t* in, Shape4 in_shape, const int8_t* w,
                                                   int32_t kernel_h, int32_t kernel_w, int32_t depth_multiplier,
                                                   const int32_t* bias, const int32_t* multiplier,
                                                   const int32_t* shift, int8_t* out, Shape4 out_shape,
@@ -168,7 +173,22 @@ namespace fast {
   return true;
 }
 
+
+
 #endif
+
+[[gnu::noinline]] inline bool depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w,
+                                                  int32_t kernel_h, int32_t kernel_w, int32_t depth_multiplier,
+                                                  const int32_t* bias, const int32_t* multiplier,
+                                                  const int32_t* shift, int8_t* out, Shape4 out_shape,
+                                                  const QuantConvParams& p) {
+  if (depth_multiplier != 1) return false;
+  if (dw::depthwise_rows(in, in_shape, w, kernel_h, kernel_w, bias, multiplier, shift, out, out_shape, p)) {
+    return true;
+  }
+  return depthwise_pixels(in, in_shape, w, kernel_h, kernel_w, depth_multiplier, bias, multiplier, shift, out,
+                          out_shape, p);
+}
 
 }  // namespace fast
 }  // namespace portable
