@@ -1,15 +1,35 @@
-// Fast paths of conv2d_s8 and depthwise_conv2d_s8 (see fast_s8.h), included
-// by conv2d_s8.cc only (each kernel file compiles on its own).
+// Fast path of conv2d_s8 (see fast_s8.h), included by conv2d_s8.cc only
+// (each kernel file compiles on its own); dwconv_s8_fast.h uses its helpers.
 //
 // The convolution is a GEMM: output pixel p, output channel o gets
 // sum_k patch_p[k] * w_o[k] over the K = kernel_h * kernel_w * in_c values of
-// the pixel's patch (in the weights' OHWI order). The input offset is folded
-// into a per-channel bias once per call: bias_o + input_offset * sum_k w_o[k],
-// which is exact because padded taps hold the zero point (value -offset) in
-// the patch, so every tap contributes (x + offset) * w as the reference's.
-// A 1x1 kernel without padding reads its patch in place (the pixel's
-// channels); other kernels copy it into a stack buffer first (im2col, one
-// pixel at a time, the padding filled with the zero point).
+// the pixel's patch (in the weights' OHWI order). The patches of G
+// consecutive output pixels (G = 4 while they fit the buffer) are gathered
+// into a stack buffer, interleaved chunk by chunk so that one pointer with
+// constant offsets reads all G of them; then every output channel (two at a
+// time on MVE) runs over that buffer, G accumulators per channel. 1x1
+// kernels are gathered too (a copy of the pixel's channels): it costs little
+// next to out_c channels' dot products, and the interleaving is what keeps
+// the inner loop's pointers in registers.
+//
+// MVE: chunks of 16 bytes, VMLADAVA.S8 per channel and pixel. The input
+// offset is folded into a per-channel bias once per call: bias_o +
+// input_offset * sum_k w_o[k], exact because padded taps hold the zero point
+// (value -offset), so every tap contributes (x + offset) * w as the
+// reference's. K is padded in FRONT to a multiple of 16 (lead zero bytes in
+// each patch); the first step loads the weights from lead bytes before the
+// row predicated off in those lanes (inactive lanes read no memory), so every
+// step is a whole vector and the first one initialises the accumulators. The
+// four pixels' accumulators of one channel are requantized as one vector
+// (multiplier, shift and bias are scalars) and scattered to the four pixels.
+//
+// DSP: chunks of 4 taps, stored as the halfword pairs (x0, x2), (x1, x3) with
+// the input offset already added (x + offset is within +-255), which SMLAD
+// multiplies by SXTB16 of the weights' word and of its bytes rotated by 8:
+// per channel and chunk one weight load and two extends serve G pixels of two
+// SMLADs each. Padded taps and the taps beyond K hold 0 (the zero point plus
+// the offset); the weights' last partial word is the row's last whole word
+// shifted right (no read past the row), so no weight sums are needed.
 //
 // The sums are computed in wrapping 32-bit arithmetic (the MVE and DSP
 // instructions wrap; the C parts use uint32_t): the exact accumulator fits in
@@ -43,12 +63,11 @@ namespace {
 
 // Output channels whose folded biases are kept on the stack at a time.
 constexpr int32_t kOcChunk = 64;
-// Output channels per GEMM block: 4 x 2 pixels keeps MVE's 8 scalar
-// accumulators and 6 pointers in registers; the DSP path's expanded halfword
-// pairs take more, and 2 x 2 leaves room for them (4 x 2 spills).
-constexpr int kBlockOc = TMCU_S8_MVE ? 4 : 2;
-// Largest im2col patch (bytes per pixel; two pixels on the stack): 3x3x64.
+// Largest patch (K, bytes per pixel) of the fast path: 3x3x64.
 constexpr int32_t kMaxPatch = 576;
+// The interleaved patch buffer: 4 pixels of kMaxPatch int8s (MVE) or 4 of
+// 288 / 2 of 576 expanded to int16 (DSP).
+constexpr int32_t kPatchBuffer = 4 * kMaxPatch;
 
 inline int32_t wrap_add(int32_t a, int32_t b) {
   return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
@@ -59,58 +78,141 @@ inline int8_t finish(int32_t acc, int32_t m, int32_t s, const s8::OutQuant& quan
   return quant(s8::requantize(acc, m, s));
 }
 
-#if TMCU_S8_MVE
+#if !TMCU_S8_MVE
+// Bytes 1 and 3 of v sign-extended to halfwords: SXTB16 with its rotation,
+// which GCC does not fold from a rotate and has no ACLE intrinsic for.
+inline int16x2_t sxtb16_ror8(int32_t v) {
+  int16x2_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+  return r;
+}
+#endif
 
-// acc[j][i] = sum_k x_i[k] * w_j[k] for NO weight rows K apart and NP
-// patches; 16 lanes per step, the tail predicated.
-template <int NO, int NP>
-inline void dots(const int8_t* const* x, const int8_t* w, int32_t K, int32_t (*acc)[2]) {
-  int32_t a[NO][NP];
-#pragma GCC unroll 4
-  for (int j = 0; j < NO; ++j) {
-#pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) a[j][i] = 0;
-  }
-  const int8_t* xp[NP];
-  const int8_t* wp[NO];
-#pragma GCC unroll 4
-  for (int i = 0; i < NP; ++i) xp[i] = x[i];
-#pragma GCC unroll 4
-  for (int j = 0; j < NO; ++j) wp[j] = w + j * K;
-  int32_t k = K;
-  for (; k >= 16; k -= 16) {
-    int8x16_t xv[NP];
-#pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) {
-      xv[i] = vldrbq_s8(xp[i]);
-      xp[i] += 16;
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < NO; ++j) {
-      const int8x16_t wv = vldrbq_s8(wp[j]);
-      wp[j] += 16;
-#pragma GCC unroll 4
-      for (int i = 0; i < NP; ++i) a[j][i] = vmladavaq_s8(a[j][i], xv[i], wv);
+inline int32_t load32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Output pixels in memory order (n, oy, ox) and where their windows start.
+struct PixelWalk {
+  Shape4 out;
+  int32_t stride_h, stride_w, pad_top, pad_left;
+  int32_t n = 0, oy = 0, ox = 0;
+  void next() {
+    if (++ox == out.w) {
+      ox = 0;
+      if (++oy == out.h) {
+        oy = 0;
+        ++n;
+      }
     }
   }
-  if (k > 0) {
-    const mve_pred16_t p = vctp8q(static_cast<uint32_t>(k));
-    int8x16_t xv[NP];
-#pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) xv[i] = vldrbq_z_s8(xp[i], p);
-#pragma GCC unroll 4
-    for (int j = 0; j < NO; ++j) {
-      const int8x16_t wv = vldrbq_z_s8(wp[j], p);
-#pragma GCC unroll 4
-      for (int i = 0; i < NP; ++i) a[j][i] = vmladavaq_s8(a[j][i], xv[i], wv);
+  int32_t iy0() const { return oy * stride_h - pad_top; }
+  int32_t ix0() const { return ox * stride_w - pad_left; }
+};
+
+// The patch of the pixel whose window starts at (iy0, ix0), in OHWI order,
+// into sink (put: copy n bytes to patch index k; fill: n bytes of v), the
+// taps outside the input filled with pad. With dilation_w 1 a kernel row is
+// one run of kernel_w * C bytes in the input, cut where it leaves the input.
+template <class Sink>
+inline void gather(Sink& sink, const int8_t* in_n, Shape4 in_shape, int32_t kernel_h, int32_t kernel_w,
+                   int32_t dil_h, int32_t dil_w, int32_t iy0, int32_t ix0, int8_t pad) {
+  const int32_t c = in_shape.c;
+  const int32_t row = kernel_w * c;
+  int32_t kx0, kx1;
+  s8::tap_range(ix0, in_shape.w, kernel_w, dil_w, &kx0, &kx1);
+  int32_t k = 0;
+  for (int32_t ky = 0; ky < kernel_h; ++ky, k += row) {
+    const int32_t iy = iy0 + ky * dil_h;
+    if (iy < 0 || iy >= in_shape.h || kx0 >= kx1) {
+      sink.fill(k, pad, row);
+      continue;
     }
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < NO; ++j) {
-#pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) acc[j][i] = a[j][i];
+    const int8_t* x = in_n + (iy * in_shape.w + ix0) * c;
+    if (dil_w == 1) {
+      if (kx0 > 0) sink.fill(k, pad, kx0 * c);
+      sink.put(k + kx0 * c, x + kx0 * c, (kx1 - kx0) * c);
+      if (kx1 < kernel_w) sink.fill(k + kx1 * c, pad, (kernel_w - kx1) * c);
+      continue;
+    }
+    for (int32_t kx = 0; kx < kernel_w; ++kx) {
+      if (kx < kx0 || kx >= kx1) {
+        sink.fill(k + kx * c, pad, c);
+      } else {
+        sink.put(k + kx * c, x + kx * dil_w * c, c);
+      }
+    }
   }
 }
+
+// The arguments every block needs.
+struct Conv {
+  const int8_t* in;
+  Shape4 in_shape, out_shape;
+  const int8_t* w;
+  int32_t kernel_h, kernel_w, K;
+  const int32_t *bias, *multiplier, *shift;
+  int8_t* out;
+  const QuantConvParams* p;
+  bool direct;  // 1x1, no padding: the patch is the pixel's channels
+  int8_t pad;
+};
+
+// Fills slot (one pixel of the buffer) from the pixel at walk.
+template <class Sink>
+inline void gather_pixel(const Conv& cv, const PixelWalk& at, Sink& sink) {
+  const Shape4 s = cv.in_shape;
+  const int8_t* in_n = cv.in + at.n * s.h * s.w * s.c;
+  if (cv.direct) {
+    sink.put(0, in_n + (at.oy * cv.p->stride_h * s.w + at.ox * cv.p->stride_w) * s.c, s.c);
+  } else {
+    gather(sink, in_n, s, cv.kernel_h, cv.kernel_w, cv.p->dilation_h, cv.p->dilation_w, at.iy0(), at.ix0(),
+           cv.pad);
+  }
+}
+
+#if TMCU_S8_MVE
+
+// One pixel's slot of the interleaved buffer: patch index k is at byte
+// (k + lead) % 16 of chunk (k + lead) / 16, chunks stride bytes apart.
+struct MveSlot {
+  int8_t* base;
+  int32_t stride, lead;
+  // Copies as pieces that stay within a chunk, predicated to their length.
+  void put(int32_t k, const int8_t* src, int32_t n) const {
+    int32_t kp = k + lead;
+    while (n > 0) {
+      const int32_t off = kp & 15;
+      int8_t* dst = base + (kp >> 4) * stride + off;
+      if (off == 0 && n >= 16) {
+        vstrbq_s8(dst, vldrbq_s8(src));
+        src += 16;
+        kp += 16;
+        n -= 16;
+        continue;
+      }
+      const int32_t m = 16 - off < n ? 16 - off : n;
+      const mve_pred16_t pr = vctp8q(static_cast<uint32_t>(m));
+      vstrbq_p_s8(dst, vldrbq_z_s8(src, pr), pr);
+      src += m;
+      kp += m;
+      n -= m;
+    }
+  }
+  void fill(int32_t k, int8_t v, int32_t n) const {
+    const int8x16_t vv = vdupq_n_s8(v);
+    int32_t kp = k + lead;
+    while (n > 0) {
+      const int32_t off = kp & 15;
+      const int32_t m = 16 - off < n ? 16 - off : n;
+      vstrbq_p_s8(base + (kp >> 4) * stride + off, vv, vctp8q(static_cast<uint32_t>(m)));
+      kp += m;
+      n -= m;
+    }
+  }
+};
 
 inline int32_t weight_sum(const int8_t* w, int32_t K) {
   int32_t s = 0;
@@ -120,235 +222,365 @@ inline int32_t weight_sum(const int8_t* w, int32_t K) {
   return s;
 }
 
-#else  // DSP
-
-// Bytes 1 and 3 of v sign-extended to halfwords: SXTB16 with its rotation,
-// which GCC does not fold from a rotate and has no ACLE intrinsic for.
-inline int16x2_t sxtb16_ror8(int32_t v) {
-  int16x2_t r;
-  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
-  return r;
+// acc[i] = sum_k x_i[k] * w[k] for the 4 interleaved patches at x and the
+// weight row at w (minus lead bytes), over steps chunks.
+[[gnu::always_inline]] inline int32x4_t dots1(const int8_t* x, const int8_t* w, mve_pred16_t first, int32_t steps) {
+  int32_t a[4];
+  {
+    const int8x16_t wv = vldrbq_z_s8(w, first);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) a[i] = vmladavq_s8(vldrbq_s8(x + 16 * i), wv);
+  }
+  for (int32_t s = 1; s < steps; ++s) {
+    x += 64;
+    w += 16;
+    const int8x16_t wv = vldrbq_s8(w);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) a[i] = vmladavaq_s8(a[i], vldrbq_s8(x + 16 * i), wv);
+  }
+  return vldrwq_s32(a);
 }
 
-inline int32_t load32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
+// As dots1 for the two weight rows at w0 and w1: 8 accumulators, which
+// VMLADAVA takes in even registers only, so in r0, r2, ..., r12 and lr (the
+// loop counts with SUBS; GCC's allocation spills two of them). The first
+// step's weight loads are predicated by first (the lead lanes).
+[[gnu::always_inline]] inline void dots2(const int8_t* x, const int8_t* w0, const int8_t* w1, uint32_t first,
+                                         int32_t steps, int32x4_t& v0, int32x4_t& v1) {
+  register int32_t a00 __asm__("r0");
+  register int32_t a01 __asm__("r2");
+  register int32_t a02 __asm__("r4");
+  register int32_t a03 __asm__("r6");
+  register int32_t a10 __asm__("r8");
+  register int32_t a11 __asm__("r10");
+  register int32_t a12 __asm__("r12");
+  register int32_t a13 __asm__("lr");
+  int32_t n = steps - 1;
+  __asm__ volatile(
+      "vmsr p0, %[pr]\n\t"
+      "vpstt\n\t"
+      "vldrbt.8 q0, [%[w0]], #16\n\t"
+      "vldrbt.8 q1, [%[w1]], #16\n\t"
+      "vldrb.8 q2, [%[x], #16]\n\t"
+      "vmladav.s8 %[a01], q2, q0\n\t"
+      "vmladav.s8 %[a11], q2, q1\n\t"
+      "vldrb.8 q2, [%[x], #32]\n\t"
+      "vmladav.s8 %[a02], q2, q0\n\t"
+      "vmladav.s8 %[a12], q2, q1\n\t"
+      "vldrb.8 q2, [%[x], #48]\n\t"
+      "vmladav.s8 %[a03], q2, q0\n\t"
+      "vmladav.s8 %[a13], q2, q1\n\t"
+      "vldrb.8 q2, [%[x]], #64\n\t"
+      "vmladav.s8 %[a00], q2, q0\n\t"
+      "vmladav.s8 %[a10], q2, q1\n\t"
+      "cbz %[n], 2f\n"
+      "1:\n\t"
+      "vldrb.8 q0, [%[w0]], #16\n\t"
+      "vldrb.8 q1, [%[w1]], #16\n\t"
+      "vldrb.8 q2, [%[x], #16]\n\t"
+      "vmladava.s8 %[a01], q2, q0\n\t"
+      "vmladava.s8 %[a11], q2, q1\n\t"
+      "vldrb.8 q2, [%[x], #32]\n\t"
+      "vmladava.s8 %[a02], q2, q0\n\t"
+      "vmladava.s8 %[a12], q2, q1\n\t"
+      "vldrb.8 q2, [%[x], #48]\n\t"
+      "vmladava.s8 %[a03], q2, q0\n\t"
+      "vmladava.s8 %[a13], q2, q1\n\t"
+      "vldrb.8 q2, [%[x]], #64\n\t"
+      "vmladava.s8 %[a00], q2, q0\n\t"
+      "vmladava.s8 %[a10], q2, q1\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n"
+      "2:\n"
+      : [a00] "=&r"(a00), [a01] "=&r"(a01), [a02] "=&r"(a02), [a03] "=&r"(a03), [a10] "=&r"(a10),
+        [a11] "=&r"(a11), [a12] "=&r"(a12), [a13] "=&r"(a13), [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1),
+        [n] "+l"(n)
+      : [pr] "r"(first)
+      : "d0", "d1", "d2", "d3", "d4", "d5", "p0", "memory", "cc");
+  const int32_t r0[4] = {a00, a01, a02, a03};
+  const int32_t r1[4] = {a10, a11, a12, a13};
+  v0 = vldrwq_s32(r0);
+  v1 = vldrwq_s32(r1);
 }
 
-// As the MVE dots: four int8s per step, SMLAD on the even and the odd bytes
-// sign-extended to halfword pairs (the same pairing in x and w, so the sum is
-// the dot product), the K % 4 tail in C.
-template <int NO, int NP>
-inline void dots(const int8_t* const* x, const int8_t* w, int32_t K, int32_t (*acc)[2]) {
-  int32_t a[NO][NP];
-  #pragma GCC unroll 4
-  for (int j = 0; j < NO; ++j) {
-    #pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) a[j][i] = 0;
-  }
-  int32_t k = 0;
-  for (; k + 4 <= K; k += 4) {
-    int16x2_t xe[NP], xo[NP];
-    #pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) {
-      const int32_t v = load32(x[i] + k);
-      xe[i] = __sxtb16(v);
-      xo[i] = sxtb16_ror8(v);
-    }
-    #pragma GCC unroll 4
-    for (int j = 0; j < NO; ++j) {
-      const int32_t v = load32(w + j * K + k);
-      const int16x2_t we = __sxtb16(v);
-      const int16x2_t wo = sxtb16_ror8(v);
-      #pragma GCC unroll 4
-      for (int i = 0; i < NP; ++i) {
-        a[j][i] = __smlad(xe[i], we, a[j][i]);
-        a[j][i] = __smlad(xo[i], wo, a[j][i]);
-      }
-    }
-  }
-  for (; k < K; ++k) {
-    #pragma GCC unroll 4
-    for (int j = 0; j < NO; ++j) {
-      #pragma GCC unroll 4
-      for (int i = 0; i < NP; ++i) a[j][i] = wrap_add(a[j][i], x[i][k] * w[j * K + k]);
-    }
-  }
-  #pragma GCC unroll 4
-  for (int j = 0; j < NO; ++j) {
-    #pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) acc[j][i] = a[j][i];
-  }
-}
-
-inline int32_t weight_sum(const int8_t* w, int32_t K) {
-  int32_t s = 0;
-  int32_t k = 0;
-  const int32_t ones = 0x00010001;
-  for (; k + 4 <= K; k += 4) {
-    const int32_t v = load32(w + k);
-    s = __smlad(__sxtb16(v), ones, s);
-    s = __smlad(sxtb16_ror8(v), ones, s);
-  }
-  for (; k < K; ++k) s += w[k];
-  return s;
-}
-
-#endif
-
-// NO output channels [oc, oc + NO) of NP pixels: dots, folded bias,
-// requantization, stores. bfull and the output pointers are indexed from oc.
-template <int NO, int NP>
-inline void block(const int8_t* const* x, const int8_t* w, int32_t K, const int32_t* bfull,
-                  const int32_t* multiplier, const int32_t* shift, int8_t* const* o,
-                  const s8::OutQuant& quant, bool vector_requant) {
-  int32_t acc[NO][2];
-  dots<NO, NP>(x, w, K, acc);
-#if TMCU_S8_MVE
-  if constexpr (NO == 4) {
-    if (vector_requant) {
-      const int32x4_t b = vldrwq_s32(bfull);
-      const int32x4_t m = vldrwq_s32(multiplier);
-      const int32x4_t s = vldrwq_s32(shift);
-      #pragma GCC unroll 4
-      for (int i = 0; i < NP; ++i) {
-        int32_t col[4] = {acc[0][i], acc[1][i], acc[2][i], acc[3][i]};
-        const int32x4_t v = vaddq_s32(vldrwq_s32(col), b);
-        vstrbq_s32(o[i], clamp_v(requant_v(v, m, s), quant));
-      }
-      return;
-    }
-  }
-#else
-  (void)vector_requant;
-#endif
-  #pragma GCC unroll 4
-  for (int i = 0; i < NP; ++i) {
-    #pragma GCC unroll 4
-    for (int j = 0; j < NO; ++j) {
-      o[i][j] = finish(wrap_add(acc[j][i], bfull[j]), multiplier[j], shift[j], quant);
-    }
+// requant_v (fast_s8.h) of one channel's 4 pixels (scalar multiplier, shift
+// and bias), clamped, stored to the pixels' outputs o + offsets (the first
+// np of them).
+[[gnu::always_inline]] inline void requant_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o,
+                                                 uint32x4_t offsets, int32_t np, const s8::OutQuant& quant) {
+  v = vaddq_n_s32(v, b);
+  if (s > 0) v = vqshlq_r_s32(v, s);
+  v = vqrdmulhq_n_s32(v, m);
+  if (s < 0) v = vrshlq_n_s32(vaddq_s32(v, vshrq_n_s32(v, 31)), s);  // hi - (hi < 0)
+  v = clamp_v(v, quant);
+  if (np == 4) {
+    vstrbq_scatter_offset_s32(o, offsets, v);
+  } else {
+    vstrbq_scatter_offset_p_s32(o, offsets, v, vctp32q(static_cast<uint32_t>(np)));
   }
 }
 
-inline void copy_bytes(int8_t* dst, const int8_t* src, int32_t n) {
-  if (n >= 16) {
-    std::memcpy(dst, src, static_cast<size_t>(n));
-    return;
-  }
-  for (int32_t i = 0; i < n; ++i) dst[i] = src[i];
+// The same per lane with requantize(), for multipliers requant_v cannot take.
+inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o, int32_t out_c, int32_t np,
+                         const s8::OutQuant& quant) {
+  int32_t a[4];
+  vstrwq_s32(a, v);
+  for (int32_t i = 0; i < np; ++i) o[i * out_c] = finish(wrap_add(a[i], b), m, s, quant);
 }
 
-inline void fill_bytes(int8_t* dst, int8_t v, int32_t n) {
-  for (int32_t i = 0; i < n; ++i) dst[i] = v;
-}
-
-// The patch of the output pixel whose window starts at (iy0, ix0), in OHWI
-// order, taps outside the input filled with pad.
-inline void im2col(const int8_t* in_n, Shape4 in_shape, int32_t kernel_h, int32_t kernel_w, int32_t dil_h,
-            int32_t dil_w, int32_t iy0, int32_t ix0, int8_t pad, int8_t* patch) {
-  const int32_t c = in_shape.c;
-  const int32_t row = kernel_w * c;
-  for (int32_t ky = 0; ky < kernel_h; ++ky, patch += row) {
-    const int32_t iy = iy0 + ky * dil_h;
-    if (iy < 0 || iy >= in_shape.h) {
-      fill_bytes(patch, pad, row);
-      continue;
-    }
-    const int8_t* x = in_n + iy * in_shape.w * c;
-    if (dil_w == 1 && ix0 >= 0 && ix0 + kernel_w <= in_shape.w) {
-      copy_bytes(patch, x + ix0 * c, row);
-      continue;
-    }
-    for (int32_t kx = 0; kx < kernel_w; ++kx) {
-      const int32_t ix = ix0 + kx * dil_w;
-      if (ix < 0 || ix >= in_shape.w) {
-        fill_bytes(patch + kx * c, pad, c);
-      } else {
-        copy_bytes(patch + kx * c, x + ix * c, c);
-      }
-    }
-  }
-}
-
-}  // namespace
-
-[[gnu::noinline]] inline bool conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h, int32_t kernel_w,
-                      const int32_t* bias, const int32_t* multiplier, const int32_t* shift, int8_t* out,
-                      Shape4 out_shape, const QuantConvParams& p) {
-  const int32_t in_c = in_shape.c, out_c = out_shape.c;
-  const int32_t K = kernel_h * kernel_w * in_c;
-  const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
-  const int32_t in_off = p.input_offset;
-  // In place: each output pixel reads input pixel (oy * stride, ox * stride).
-  const bool direct = kernel_h == 1 && kernel_w == 1 && p.pad_top == 0 && p.pad_left == 0 &&
-                      (out_shape.h - 1) * stride_h < in_shape.h && (out_shape.w - 1) * stride_w < in_shape.w;
-  // The pad value -in_off must be an int8 (a zero point) for the patch.
-  if (!direct && (K > kMaxPatch || in_off < -127 || in_off > 128)) return false;
-  const int8_t pad = static_cast<int8_t>(-in_off);
+[[gnu::noinline]] void run(const Conv& cv, int8_t* buf) {
+  const int32_t K = cv.K, out_c = cv.out_shape.c;
+  const int32_t steps = (K + 15) >> 4;
+  const int32_t lead = steps * 16 - K;
+  const mve_pred16_t first = static_cast<mve_pred16_t>(~vctp8q(static_cast<uint32_t>(lead)));
+  const QuantConvParams& p = *cv.p;
   const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
-#if TMCU_S8_MVE
-  const bool vector_requant = requant_vector_ok(multiplier, shift, out_c);
-#else
-  const bool vector_requant = false;
-#endif
-  const int32_t pixels = out_shape.n * out_shape.h * out_shape.w;
-  const int32_t image = out_shape.h * out_shape.w;
+  const bool vector_requant = requant_vector_ok(cv.multiplier, cv.shift, out_c);
+  const uint32x4_t offsets = vmulq_n_u32(vidupq_n_u32(0, 1), static_cast<uint32_t>(out_c));
+  const int32_t pixels = cv.out_shape.n * cv.out_shape.h * cv.out_shape.w;
+  // Bytes no gather writes (the lead, the slots of absent pixels) are
+  // multiplied by weights predicated to 0 or their outputs are not stored;
+  // zeroed, they are never indeterminate.
+  std::memset(buf, 0, static_cast<size_t>(steps * 64));
   int32_t bfull[kOcChunk];
-  int8_t patch[2][kMaxPatch];
-
   for (int32_t oc0 = 0; oc0 < out_c; oc0 += kOcChunk) {
     const int32_t ocn = out_c - oc0 < kOcChunk ? out_c - oc0 : kOcChunk;
     for (int32_t j = 0; j < ocn; ++j) {
-      const int32_t b = bias ? bias[oc0 + j] : 0;
-      bfull[j] = wrap_add(b, static_cast<int32_t>(static_cast<uint32_t>(in_off) *
-                                                   static_cast<uint32_t>(weight_sum(w + (oc0 + j) * K, K))));
+      const int32_t b = cv.bias ? cv.bias[oc0 + j] : 0;
+      bfull[j] = wrap_add(b, static_cast<int32_t>(static_cast<uint32_t>(p.input_offset) *
+                                                   static_cast<uint32_t>(weight_sum(cv.w + (oc0 + j) * K, K))));
     }
-    for (int32_t px = 0; px < pixels; px += 2) {
-      const int32_t np = pixels - px < 2 ? pixels - px : 2;
-      const int8_t* x[2];
-      int8_t* o[2];
-      for (int32_t i = 0; i < np; ++i) {
-        const int32_t q = px + i;
-        const int32_t n = q / image;
-        const int32_t oy = (q - n * image) / out_shape.w;
-        const int32_t ox = q - n * image - oy * out_shape.w;
-        const int8_t* in_n = in + n * in_shape.h * in_shape.w * in_c;
-        if (direct) {
-          x[i] = in_n + (oy * stride_h * in_shape.w + ox * stride_w) * in_c;
-        } else {
-          im2col(in_n, in_shape, kernel_h, kernel_w, p.dilation_h, p.dilation_w, oy * stride_h - p.pad_top,
-                 ox * stride_w - p.pad_left, pad, patch[i]);
-          x[i] = patch[i];
-        }
-        o[i] = out + q * out_c + oc0;
+    const int32_t* const mc = cv.multiplier + oc0;
+    const int32_t* const sc = cv.shift + oc0;
+    PixelWalk at{cv.out_shape, p.stride_h, p.stride_w, p.pad_top, p.pad_left};
+    for (int32_t q = 0; q < pixels; q += 4) {
+      const int32_t np = pixels - q < 4 ? pixels - q : 4;
+      for (int32_t i = 0; i < np; ++i, at.next()) {
+        const MveSlot slot{buf + 16 * i, 64, lead};
+        gather_pixel(cv, at, slot);
       }
-      const int8_t* wc = w + oc0 * K;
+      int8_t* const o = cv.out + q * out_c + oc0;
+      const int8_t* const wl = cv.w + oc0 * K - lead;
       int32_t j = 0;
-      if (np == 2) {
-        for (; j + kBlockOc <= ocn; j += kBlockOc) {
-          int8_t* oj[2] = {o[0] + j, o[1] + j};
-          block<kBlockOc, 2>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant,
-                      vector_requant);
+      for (; j + 2 <= ocn; j += 2) {
+        int32x4_t v0, v1;
+        dots2(buf, wl + j * K, wl + (j + 1) * K, first, steps, v0, v1);
+        if (vector_requant) {
+          requant_store(v0, bfull[j], mc[j], sc[j], o + j, offsets, np, quant);
+          requant_store(v1, bfull[j + 1], mc[j + 1], sc[j + 1], o + j + 1, offsets, np, quant);
+        } else {
+          finish_store(v0, bfull[j], mc[j], sc[j], o + j, out_c, np, quant);
+          finish_store(v1, bfull[j + 1], mc[j + 1], sc[j + 1], o + j + 1, out_c, np, quant);
         }
-        for (; j < ocn; ++j) {
-          int8_t* oj[2] = {o[0] + j, o[1] + j};
-          block<1, 2>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant, false);
-        }
-      } else {
-        for (; j + kBlockOc <= ocn; j += kBlockOc) {
-          int8_t* oj[1] = {o[0] + j};
-          block<kBlockOc, 1>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant,
-                      vector_requant);
-        }
-        for (; j < ocn; ++j) {
-          int8_t* oj[1] = {o[0] + j};
-          block<1, 1>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant, false);
+      }
+      if (j < ocn) {
+        const int32x4_t v0 = dots1(buf, wl + j * K, first, steps);
+        if (vector_requant) {
+          requant_store(v0, bfull[j], mc[j], sc[j], o + j, offsets, np, quant);
+        } else {
+          finish_store(v0, bfull[j], mc[j], sc[j], o + j, out_c, np, quant);
         }
       }
     }
   }
+}
+
+#else  // DSP
+
+// One pixel's patch as int8s, before expand().
+struct LinearPatch {
+  int8_t* base;
+  void put(int32_t k, const int8_t* src, int32_t n) const {
+    int8_t* dst = base + k;
+    for (; n >= 4; n -= 4, src += 4, dst += 4) {
+      const int32_t v = load32(src);
+      std::memcpy(dst, &v, 4);
+    }
+    for (; n > 0; --n) *dst++ = *src++;
+  }
+  void fill(int32_t k, int8_t v, int32_t n) const {
+    int8_t* dst = base + k;
+    const uint32_t v4 = static_cast<uint8_t>(v) * 0x01010101u;
+    for (; n >= 4; n -= 4, dst += 4) std::memcpy(dst, &v4, 4);
+    for (; n > 0; --n) *dst++ = v;
+  }
+};
+
+// chunks words of int8s at src into a slot as (x0, x2), (x1, x3) halfword
+// pairs plus the offset; the slot's chunks are stride words apart.
+inline void expand(int32_t* dst, int32_t stride, const int8_t* src, int32_t chunks, int32_t off2) {
+  for (int32_t c = 0; c < chunks; ++c, src += 4, dst += stride) {
+    const int32_t v = load32(src);
+    dst[0] = __sadd16(__sxtb16(v), off2);
+    dst[1] = __sadd16(sxtb16_ror8(v), off2);
+  }
+}
+
+// The last r = K % 4 weights of a row of K as a word (bytes r..3 zero),
+// from the row's last whole word when there is one.
+inline int32_t tail_word(const int8_t* row, int32_t K) {
+  const int32_t r = K & 3;
+  if (K >= 4) return static_cast<int32_t>(static_cast<uint32_t>(load32(row + K - 4)) >> (8 * (4 - r)));
+  uint32_t v = 0;
+  for (int32_t t = 0; t < r; ++t) v |= static_cast<uint32_t>(static_cast<uint8_t>(row[t])) << (8 * t);
+  return static_cast<int32_t>(v);
+}
+
+// One chunk of the dot products below: the weights' word extended to the
+// even and the odd halfword pairs, then per pixel one LDRD of its pairs and
+// two SMLADs; the first pixel last, its load advancing x to the next chunk.
+#define TMCU_DSP_W                     \
+  "ldr %[wo], [%[w]], #4\n\t"          \
+  "sxtb16 %[we], %[wo]\n\t"            \
+  "sxtb16 %[wo], %[wo], ror #8\n\t"
+#define TMCU_DSP_X(acc, off)                          \
+  "ldrd %[t0], %[t1], [%[x], #" off "]\n\t"           \
+  "smlad %[" acc "], %[t0], %[we], %[" acc "]\n\t"    \
+  "smlad %[" acc "], %[t1], %[wo], %[" acc "]\n\t"
+#define TMCU_DSP_X0(step)                             \
+  "ldrd %[t0], %[t1], [%[x]], #" step "\n\t"          \
+  "smlad %[a0], %[t0], %[we], %[a0]\n\t"              \
+  "smlad %[a0], %[t1], %[wo], %[a0]\n\t"
+#define TMCU_DSP_CHUNK4 TMCU_DSP_W TMCU_DSP_X("a1", "8") TMCU_DSP_X("a2", "16") TMCU_DSP_X("a3", "24") TMCU_DSP_X0("32")
+#define TMCU_DSP_CHUNK2 TMCU_DSP_W TMCU_DSP_X("a1", "8") TMCU_DSP_X0("16")
+// Two chunks per iteration, the first one alone when full is odd.
+#define TMCU_DSP_LOOP(chunk)      \
+  "tst %[full], #1\n\t"           \
+  "beq 3f\n\t" chunk             \
+  "3:\n\t"                        \
+  "cmp %[w], %[end]\n\t"          \
+  "beq 2f\n"                      \
+  "1:\n\t" chunk chunk           \
+  "cmp %[w], %[end]\n\t"          \
+  "bne 1b\n"                      \
+  "2:\n"
+
+// a[i] = sum_k x_i[k] * w[k] over the G interleaved expanded patches at x:
+// full whole chunks, then the tail chunk when K % 4 != 0.
+template <int G>
+[[gnu::always_inline]] inline void dots(const int32_t* x, const int8_t* w, int32_t full, bool has_tail, int32_t tail,
+                                        int32_t (&a)[G]) {
+  static_assert(G == 2 || G == 4, "4 or 2 pixels");
+  int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  int32_t we, wo, t0, t1;
+  const int8_t* const end = w + 4 * full;
+  if (G == 4) {
+    __asm__ volatile(TMCU_DSP_LOOP(TMCU_DSP_CHUNK4)
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [x] "+r"(x), [w] "+r"(w),
+                       [we] "=&r"(we), [wo] "=&r"(wo), [t0] "=&r"(t0), [t1] "=&r"(t1)
+                     : [end] "r"(end), [full] "r"(full)
+                     : "memory", "cc");
+  } else {
+    __asm__ volatile(TMCU_DSP_LOOP(TMCU_DSP_CHUNK2)
+                     : [a0] "+r"(a0), [a1] "+r"(a1), [x] "+r"(x), [w] "+r"(w), [we] "=&r"(we), [wo] "=&r"(wo),
+                       [t0] "=&r"(t0), [t1] "=&r"(t1)
+                     : [end] "r"(end), [full] "r"(full)
+                     : "memory", "cc");
+  }
+  if (has_tail) {
+    we = __sxtb16(tail);
+    wo = sxtb16_ror8(tail);
+    a0 = __smlad(x[0], we, a0);
+    a0 = __smlad(x[1], wo, a0);
+    a1 = __smlad(x[2], we, a1);
+    a1 = __smlad(x[3], wo, a1);
+    if (G == 4) {
+      a2 = __smlad(x[4], we, a2);
+      a2 = __smlad(x[5], wo, a2);
+      a3 = __smlad(x[6], we, a3);
+      a3 = __smlad(x[7], wo, a3);
+    }
+  }
+  a[0] = a0;
+  a[1] = a1;
+  if (G == 4) {
+    a[G - 2] = a2;
+    a[G - 1] = a3;
+  }
+}
+
+#undef TMCU_DSP_W
+#undef TMCU_DSP_X
+#undef TMCU_DSP_X0
+#undef TMCU_DSP_CHUNK4
+#undef TMCU_DSP_CHUNK2
+#undef TMCU_DSP_LOOP
+
+template <int G>
+[[gnu::noinline]] void run(const Conv& cv, int8_t* buf, int8_t* linear) {
+  const int32_t K = cv.K, out_c = cv.out_shape.c;
+  const int32_t full = K >> 2;
+  const bool has_tail = (K & 3) != 0;
+  const int32_t chunks = full + (has_tail ? 1 : 0);
+  const int32_t stride = 2 * G;  // words
+  const QuantConvParams& p = *cv.p;
+  const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
+  const int32_t off2 = static_cast<int32_t>((static_cast<uint32_t>(p.input_offset) & 0xFFFFu) * 0x00010001u);
+  const int32_t pixels = cv.out_shape.n * cv.out_shape.h * cv.out_shape.w;
+  int32_t* const xq = reinterpret_cast<int32_t*>(buf);
+  // The slots of absent pixels (their outputs are not stored) are zeroed,
+  // never indeterminate; the linear patch's bytes beyond K hold the pad
+  // (0 once expanded).
+  std::memset(buf, 0, static_cast<size_t>(chunks * stride * 4));
+  const LinearPatch lin{linear};
+  lin.fill(K, cv.pad, chunks * 4 - K);
+  // Without a tail, a 1x1 patch is expanded straight from the input.
+  const bool in_place = cv.direct && !has_tail;
+  PixelWalk at{cv.out_shape, p.stride_h, p.stride_w, p.pad_top, p.pad_left};
+  const Shape4 s = cv.in_shape;
+  for (int32_t q = 0; q < pixels; q += G) {
+    const int32_t np = pixels - q < G ? pixels - q : G;
+    for (int32_t i = 0; i < np; ++i, at.next()) {
+      const int8_t* src = linear;
+      if (in_place) {
+        src = cv.in + ((at.n * s.h + at.oy * p.stride_h) * s.w + at.ox * p.stride_w) * s.c;
+      } else {
+        gather_pixel(cv, at, lin);
+      }
+      expand(xq + 2 * i, stride, src, chunks, off2);
+    }
+    int8_t* o = cv.out + q * out_c;
+    const int8_t* w = cv.w;
+    for (int32_t oc = 0; oc < out_c; ++oc, w += K, ++o) {
+      int32_t a[G];
+      dots<G>(xq, w, full, has_tail, has_tail ? tail_word(w, K) : 0, a);
+      const int32_t b = cv.bias ? cv.bias[oc] : 0;
+      const int32_t m = cv.multiplier[oc], sh = cv.shift[oc];
+#pragma GCC unroll 4
+      for (int i = 0; i < G; ++i) {
+        if (i < np) o[i * out_c] = finish(wrap_add(a[i], b), m, sh, quant);
+      }
+    }
+  }
+}
+
+#endif
+
+}  // namespace
+
+[[gnu::noinline]] inline bool conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                                        int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
+                                        const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p) {
+  const int32_t K = kernel_h * kernel_w * in_shape.c;
+  // In place: each output pixel reads input pixel (oy * stride, ox * stride).
+  const bool direct = kernel_h == 1 && kernel_w == 1 && p.pad_top == 0 && p.pad_left == 0 &&
+                      (out_shape.h - 1) * p.stride_h < in_shape.h && (out_shape.w - 1) * p.stride_w < in_shape.w;
+  // The pad value -input_offset must be an int8 (a zero point).
+  if (K > kMaxPatch || p.input_offset < -127 || p.input_offset > 128) return false;
+  const Conv cv{in, in_shape, out_shape, w, kernel_h, kernel_w, K, bias, multiplier, shift, out, &p, direct,
+                static_cast<int8_t>(-p.input_offset)};
+  alignas(8) int8_t buf[kPatchBuffer];
+#if TMCU_S8_MVE
+  run(cv, buf);
+#else
+  int8_t linear[kMaxPatch + 4];
+  // Expanded patches take 2 bytes per tap: 4 pixels up to K = 288.
+  if (((K + 3) & ~3) * 2 * 4 <= kPatchBuffer) {
+    run<4>(cv, buf, linear);
+  } else {
+    run<2>(cv, buf, linear);
+  }
+#endif
   return true;
 }
 
