@@ -68,6 +68,8 @@ constexpr int32_t kMaxPatch = 576;
 // The interleaved patch buffer: 4 pixels of kMaxPatch int8s (MVE) or 4 of
 // 288 / 2 of 576 expanded to int16 (DSP).
 constexpr int32_t kPatchBuffer = 4 * kMaxPatch;
+// MVE: the GEMM block's 8 sums are stored after the patches.
+constexpr int32_t kPatchSpare = 32;
 
 inline int32_t wrap_add(int32_t a, int32_t b) {
   return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
@@ -241,12 +243,34 @@ inline int32_t weight_sum(const int8_t* w, int32_t K) {
   return vldrwq_s32(a);
 }
 
+// Single pixels (the last 1 to 3 of the image): acc[j] = sum_k x[k] * w_j[k]
+// for the pixel's slot at x and 4 weight rows K apart (minus lead bytes).
+[[gnu::always_inline]] inline int32x4_t dots4oc(const int8_t* x, const int8_t* w, int32_t K, mve_pred16_t first,
+                                                int32_t steps) {
+  int32_t a[4];
+  {
+    const int8x16_t xv = vldrbq_s8(x);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) a[j] = vmladavq_s8(xv, vldrbq_z_s8(w + j * K, first));
+  }
+  for (int32_t s = 1; s < steps; ++s) {
+    x += 64;
+    w += 16;
+    const int8x16_t xv = vldrbq_s8(x);
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) a[j] = vmladavaq_s8(a[j], xv, vldrbq_s8(w + j * K));
+  }
+  return vldrwq_s32(a);
+}
+
 // As dots1 for the two weight rows at w0 and w1: 8 accumulators, which
 // VMLADAVA takes in even registers only, so in r0, r2, ..., r12 and lr (the
 // loop counts with SUBS; GCC's allocation spills two of them). The first
-// step's weight loads are predicated by first (the lead lanes).
-[[gnu::always_inline]] inline void dots2(const int8_t* x, const int8_t* w0, const int8_t* w1, uint32_t first,
-                                         int32_t steps, int32x4_t& v0, int32x4_t& v1) {
+// step's weight loads are predicated by first (the lead lanes). The sums
+// are stored right after the patches (x + 64 * steps, the buffer's 32 spare
+// bytes), w0 and w1 advanced to their rows' ends.
+[[gnu::always_inline]] inline void dots2(const int8_t* x, const int8_t*& w0, const int8_t*& w1, uint32_t first,
+                                         int32_t steps) {
   register int32_t a00 __asm__("r0");
   register int32_t a01 __asm__("r2");
   register int32_t a02 __asm__("r4");
@@ -255,9 +279,10 @@ inline int32_t weight_sum(const int8_t* w, int32_t K) {
   register int32_t a11 __asm__("r10");
   register int32_t a12 __asm__("r12");
   register int32_t a13 __asm__("lr");
-  int32_t n = steps - 1;
+  // Steps - 1 above the predicate: one register for both.
+  uint32_t n = (static_cast<uint32_t>(steps - 1) << 16) | first;
   __asm__ volatile(
-      "vmsr p0, %[pr]\n\t"
+      "vmsr p0, %[n]\n\t"
       "vpstt\n\t"
       "vldrbt.8 q0, [%[w0]], #16\n\t"
       "vldrbt.8 q1, [%[w1]], #16\n\t"
@@ -273,7 +298,8 @@ inline int32_t weight_sum(const int8_t* w, int32_t K) {
       "vldrb.8 q2, [%[x]], #64\n\t"
       "vmladav.s8 %[a00], q2, q0\n\t"
       "vmladav.s8 %[a10], q2, q1\n\t"
-      "cbz %[n], 2f\n"
+      "lsrs %[n], %[n], #16\n\t"
+      "beq 2f\n"
       "1:\n\t"
       "vldrb.8 q0, [%[w0]], #16\n\t"
       "vldrb.8 q1, [%[w1]], #16\n\t"
@@ -291,16 +317,16 @@ inline int32_t weight_sum(const int8_t* w, int32_t K) {
       "vmladava.s8 %[a10], q2, q1\n\t"
       "subs %[n], %[n], #1\n\t"
       "bne 1b\n"
-      "2:\n"
+      "2:\n\t"
+      "strd %[a00], %[a01], [%[x]]\n\t"
+      "strd %[a02], %[a03], [%[x], #8]\n\t"
+      "strd %[a10], %[a11], [%[x], #16]\n\t"
+      "strd %[a12], %[a13], [%[x], #24]\n"
       : [a00] "=&r"(a00), [a01] "=&r"(a01), [a02] "=&r"(a02), [a03] "=&r"(a03), [a10] "=&r"(a10),
         [a11] "=&r"(a11), [a12] "=&r"(a12), [a13] "=&r"(a13), [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1),
-        [n] "+l"(n)
-      : [pr] "r"(first)
+        [n] "+r"(n)
+      :
       : "d0", "d1", "d2", "d3", "d4", "d5", "p0", "memory", "cc");
-  const int32_t r0[4] = {a00, a01, a02, a03};
-  const int32_t r1[4] = {a10, a11, a12, a13};
-  v0 = vldrwq_s32(r0);
-  v1 = vldrwq_s32(r1);
 }
 
 // requant_v (fast_s8.h) of one channel's 4 pixels (scalar multiplier, shift
@@ -361,24 +387,60 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
       }
       int8_t* const o = cv.out + q * out_c + oc0;
       const int8_t* const wl = cv.w + oc0 * K - lead;
+      if (np < 4) {
+        // Pixel by pixel, 4 channels at a time (vector requantization of
+        // 4 channels: requant_v).
+        for (int32_t i = 0; i < np; ++i) {
+          int8_t* const oi = o + i * out_c;
+          for (int32_t j = 0; j < ocn; j += 4) {
+            const int32_t nj = ocn - j < 4 ? ocn - j : 4;
+            int32x4_t v;
+            if (nj == 4) {
+              v = dots4oc(buf + 16 * i, wl + j * K, K, first, steps);
+            } else {  // the last 1 to 3 channels, one at a time (row stride 0)
+              int32_t t4[4] = {0, 0, 0, 0};
+              for (int32_t t = 0; t < nj; ++t) {
+                t4[t] = vgetq_lane_s32(dots4oc(buf + 16 * i, wl + (j + t) * K, 0, first, steps), 0);
+              }
+              v = vldrwq_s32(t4);
+            }
+            if (vector_requant) {
+              const mve_pred16_t pc = vctp32q(static_cast<uint32_t>(nj));
+              const int32x4_t r = requant_v(vaddq_s32(v, vldrwq_z_s32(bfull + j, pc)), vldrwq_z_s32(mc + j, pc),
+                                            vldrwq_z_s32(sc + j, pc));
+              vstrbq_p_s32(oi + j, clamp_v(r, quant), pc);
+            } else {
+              int32_t t4[4];
+              vstrwq_s32(t4, v);
+              for (int32_t t = 0; t < nj; ++t) oi[j + t] = finish(wrap_add(t4[t], bfull[j + t]), mc[j + t], sc[j + t], quant);
+            }
+          }
+        }
+        continue;
+      }
+      const int32_t* const acc = reinterpret_cast<const int32_t*>(buf + 64 * steps);
+      const int8_t* w0 = wl;
       int32_t j = 0;
       for (; j + 2 <= ocn; j += 2) {
-        int32x4_t v0, v1;
-        dots2(buf, wl + j * K, wl + (j + 1) * K, first, steps, v0, v1);
+        const int8_t* w1 = w0 + K;
+        dots2(buf, w0, w1, first, steps);
+        w0 = w1 - lead;
+        const int32x4_t v0 = vldrwq_s32(acc);
+        const int32x4_t v1 = vldrwq_s32(acc + 4);
         if (vector_requant) {
-          requant_store(v0, bfull[j], mc[j], sc[j], o + j, offsets, np, quant);
-          requant_store(v1, bfull[j + 1], mc[j + 1], sc[j + 1], o + j + 1, offsets, np, quant);
+          requant_store(v0, bfull[j], mc[j], sc[j], o + j, offsets, 4, quant);
+          requant_store(v1, bfull[j + 1], mc[j + 1], sc[j + 1], o + j + 1, offsets, 4, quant);
         } else {
-          finish_store(v0, bfull[j], mc[j], sc[j], o + j, out_c, np, quant);
-          finish_store(v1, bfull[j + 1], mc[j + 1], sc[j + 1], o + j + 1, out_c, np, quant);
+          finish_store(v0, bfull[j], mc[j], sc[j], o + j, out_c, 4, quant);
+          finish_store(v1, bfull[j + 1], mc[j + 1], sc[j + 1], o + j + 1, out_c, 4, quant);
         }
       }
       if (j < ocn) {
-        const int32x4_t v0 = dots1(buf, wl + j * K, first, steps);
+        const int32x4_t v0 = dots1(buf, w0, first, steps);
         if (vector_requant) {
-          requant_store(v0, bfull[j], mc[j], sc[j], o + j, offsets, np, quant);
+          requant_store(v0, bfull[j], mc[j], sc[j], o + j, offsets, 4, quant);
         } else {
-          finish_store(v0, bfull[j], mc[j], sc[j], o + j, out_c, np, quant);
+          finish_store(v0, bfull[j], mc[j], sc[j], o + j, out_c, 4, quant);
         }
       }
     }
@@ -569,7 +631,7 @@ template <int G>
   if (K > kMaxPatch || p.input_offset < -127 || p.input_offset > 128) return false;
   const Conv cv{in, in_shape, out_shape, w, kernel_h, kernel_w, K, bias, multiplier, shift, out, &p, direct,
                 static_cast<int8_t>(-p.input_offset)};
-  alignas(8) int8_t buf[kPatchBuffer];
+  alignas(8) int8_t buf[kPatchBuffer + kPatchSpare];
 #if TMCU_S8_MVE
   run(cv, buf);
 #else
