@@ -368,6 +368,30 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
   // multiplied by weights predicated to 0 or their outputs are not stored;
   // zeroed, they are never indeterminate.
   std::memset(buf, 0, static_cast<size_t>(steps * 64));
+  // Small patches (up to 4 chunks, not 1x1) of windows inside the input
+  // are gathered with VLDRB's 16-bit offsets, per chunk the input offsets
+  // of its even lanes, then of its odd ones (the lead lanes read offset 0);
+  // a patch of short rows otherwise takes many predicated pieces.
+  const Shape4 s = cv.in_shape;
+  const int32_t dil_h = p.dilation_h, dil_w = p.dilation_w;
+  const int32_t y_last = s.h - 1 - (cv.kernel_h - 1) * dil_h;
+  const int32_t x_last = s.w - 1 - (cv.kernel_w - 1) * dil_w;
+  const bool gathered = !cv.direct && steps <= 4 &&
+                        ((cv.kernel_h - 1) * dil_h * s.w + (cv.kernel_w - 1) * dil_w + 1) * s.c <= 65535;
+  uint16_t offs[4][16];
+  if (gathered) {
+    for (int32_t t = 0; t < steps; ++t) {
+      for (int32_t l = 0; l < 16; ++l) {
+        const int32_t k = 16 * t + l - lead;
+        int32_t off = 0;
+        if (k >= 0) {
+          const int32_t c = k % s.c, tap = k / s.c;
+          off = ((tap / cv.kernel_w) * dil_h * s.w + (tap % cv.kernel_w) * dil_w) * s.c + c;
+        }
+        offs[t][(l & 1) * 8 + (l >> 1)] = static_cast<uint16_t>(off);
+      }
+    }
+  }
   int32_t bfull[kOcChunk];
   for (int32_t oc0 = 0; oc0 < out_c; oc0 += kOcChunk) {
     const int32_t ocn = out_c - oc0 < kOcChunk ? out_c - oc0 : kOcChunk;
@@ -382,6 +406,19 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
     for (int32_t q = 0; q < pixels; q += 4) {
       const int32_t np = pixels - q < 4 ? pixels - q : 4;
       for (int32_t i = 0; i < np; ++i, at.next()) {
+        const int32_t iy0 = at.iy0(), ix0 = at.ix0();
+        if (gathered && iy0 >= 0 && iy0 <= y_last && ix0 >= 0 && ix0 <= x_last) {
+          // A whole window inside the input: each chunk is two gathers
+          // of 8 taps (the even and the odd lanes) at the offsets.
+          const int8_t* const base = cv.in + ((at.n * s.h + iy0) * s.w + ix0) * s.c;
+          int8_t* dst = buf + 16 * i;
+          for (int32_t t = 0; t < steps; ++t, dst += 64) {
+            const int16x8_t even = vldrbq_gather_offset_s16(base, vldrhq_u16(offs[t]));
+            const int16x8_t odd = vldrbq_gather_offset_s16(base, vldrhq_u16(offs[t] + 8));
+            vstrbq_s8(dst, vmovntq_s16(vmovnbq_s16(vuninitializedq_s8(), even), odd));
+          }
+          continue;
+        }
         const MveSlot slot{buf + 16 * i, 64, lead};
         gather_pixel(cv, at, slot);
       }
