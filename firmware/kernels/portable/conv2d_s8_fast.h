@@ -42,6 +42,7 @@
 
 #if TMCU_S8_FAST
 
+#include <cstddef>
 #include <cstring>
 
 #include "requantize_s8.h"
@@ -329,6 +330,136 @@ inline int32_t weight_sum(const int8_t* w, int32_t K) {
       : "d0", "d1", "d2", "d3", "d4", "d5", "p0", "memory", "cc");
 }
 
+// The GEMM of one group of 4 pixels against count pairs of output channels,
+// each pair's dots2 followed by its requantization, in one asm loop: GCC
+// keeps little in registers around dots2 (which takes 12 of them) and
+// reloads its loop state from the stack, some 50 instructions a pair. The
+// 8 sums go to two vectors of 4 pixels (VMOV of two lanes at a time), then
+// per channel requant_v with its scalar bias, multiplier and shift (from
+// tbl: 3 words a channel), the clamp and a scatter of 4 bytes out_c apart.
+struct PairArgs {
+  uint32_t n_first;     // 0: (steps - 1) << 16 | the first step's predicate
+  const int8_t* buf;    // 4: the 4 interleaved patches
+  const int8_t* w;      // 8: the first pair's first row, minus lead
+  int32_t K;            // 12
+  const int32_t* tbl;   // 16: bias (folded), multiplier, shift per channel
+  int32_t lo, hi, off;  // 20, 24, 28: the clamp (OutQuant)
+  int8_t* o;            // 32: the first pixel's output at the first channel
+  int32_t lead;         // 36
+  int32_t count;        // 40: channel pairs
+  int32_t unused;       // 44
+  uint32_t offsets[4];  // 48: the 4 pixels' output offsets (i * out_c)
+};
+static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && offsetof(PairArgs, offsets) == 48,
+              "the asm's offsets");
+
+// One channel's requantization: q (sums + bias) by multiplier and shift,
+// as requant_v; flags from the shift's comparison with 0 survive the MVE
+// instructions (they set none).
+#define TMCU_MVE_REQUANT(q, l1, l2)                  \
+  "ldm %[t]!, {r0, r2, r4}\n\t"                      \
+  "vadd.i32 " q ", " q ", r0\n\t"                    \
+  "cmp r4, #0\n\t"                                   \
+  "ble " l1 "f\n\t"                                  \
+  "vqshl.s32 " q ", r4\n"                            \
+  l1 ":\n\t"                                         \
+  "vqrdmulh.s32 " q ", " q ", r2\n\t"                \
+  "bge " l2 "f\n\t"                                  \
+  "vshr.s32 q3, " q ", #31\n\t"                      \
+  "vadd.i32 " q ", " q ", q3\n\t"                    \
+  "vrshl.s32 " q ", r4\n"                            \
+  l2 ":\n\t"                                         \
+  "vmax.s32 " q ", " q ", q4\n\t"                    \
+  "vmin.s32 " q ", " q ", q5\n\t"                    \
+  "vadd.i32 " q ", " q ", q6\n\t"
+
+[[gnu::noinline]] void pairs(PairArgs* a) {
+  const int8_t *x, *w0, *w1, *t;
+  uint32_t n;
+  __asm__ volatile(
+      "ldr r0, [%[a], #20]\n\t"
+      "vdup.32 q4, r0\n\t"
+      "ldr r0, [%[a], #24]\n\t"
+      "vdup.32 q5, r0\n\t"
+      "ldr r0, [%[a], #28]\n\t"
+      "vdup.32 q6, r0\n\t"
+      "add r0, %[a], #48\n\t"
+      "vldrw.32 q7, [r0]\n\t"
+      "ldr %[w1], [%[a], #8]\n"
+      "5:\n\t"
+      "ldr %[x], [%[a], #12]\n\t"
+      "mov %[w0], %[w1]\n\t"
+      "add %[w1], %[w1], %[x]\n\t"
+      "ldr %[x], [%[a], #4]\n\t"
+      "ldr %[n], [%[a], #0]\n\t"
+      "vmsr p0, %[n]\n\t"
+      "vpstt\n\t"
+      "vldrbt.8 q0, [%[w0]], #16\n\t"
+      "vldrbt.8 q1, [%[w1]], #16\n\t"
+      "vldrb.8 q2, [%[x], #16]\n\t"
+      "vmladav.s8 r2, q2, q0\n\t"
+      "vmladav.s8 r10, q2, q1\n\t"
+      "vldrb.8 q2, [%[x], #32]\n\t"
+      "vmladav.s8 r4, q2, q0\n\t"
+      "vmladav.s8 r12, q2, q1\n\t"
+      "vldrb.8 q2, [%[x], #48]\n\t"
+      "vmladav.s8 r6, q2, q0\n\t"
+      "vmladav.s8 lr, q2, q1\n\t"
+      "vldrb.8 q2, [%[x]], #64\n\t"
+      "vmladav.s8 r0, q2, q0\n\t"
+      "vmladav.s8 r8, q2, q1\n\t"
+      "lsrs %[n], %[n], #16\n\t"
+      "beq 2f\n"
+      "1:\n\t"
+      "vldrb.8 q0, [%[w0]], #16\n\t"
+      "vldrb.8 q1, [%[w1]], #16\n\t"
+      "vldrb.8 q2, [%[x], #16]\n\t"
+      "vmladava.s8 r2, q2, q0\n\t"
+      "vmladava.s8 r10, q2, q1\n\t"
+      "vldrb.8 q2, [%[x], #32]\n\t"
+      "vmladava.s8 r4, q2, q0\n\t"
+      "vmladava.s8 r12, q2, q1\n\t"
+      "vldrb.8 q2, [%[x], #48]\n\t"
+      "vmladava.s8 r6, q2, q0\n\t"
+      "vmladava.s8 lr, q2, q1\n\t"
+      "vldrb.8 q2, [%[x]], #64\n\t"
+      "vmladava.s8 r0, q2, q0\n\t"
+      "vmladava.s8 r8, q2, q1\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n"
+      "2:\n\t"
+      "vmov.32 q0[0], r0\n\t"
+      "vmov.32 q0[1], r2\n\t"
+      "vmov.32 q0[2], r4\n\t"
+      "vmov.32 q0[3], r6\n\t"
+      "vmov.32 q1[0], r8\n\t"
+      "vmov.32 q1[1], r10\n\t"
+      "vmov.32 q1[2], r12\n\t"
+      "vmov.32 q1[3], lr\n\t"
+      "ldr %[t], [%[a], #16]\n\t"
+      TMCU_MVE_REQUANT("q0", "3", "4")
+      TMCU_MVE_REQUANT("q1", "6", "7")
+      "str %[t], [%[a], #16]\n\t"
+      "ldr %[t], [%[a], #32]\n\t"
+      "vstrb.32 q0, [%[t], q7]\n\t"
+      "adds %[t], %[t], #1\n\t"
+      "vstrb.32 q1, [%[t], q7]\n\t"
+      "adds %[t], %[t], #1\n\t"
+      "str %[t], [%[a], #32]\n\t"
+      "ldr %[t], [%[a], #36]\n\t"
+      "sub %[w1], %[w1], %[t]\n\t"
+      "ldr %[n], [%[a], #40]\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "str %[n], [%[a], #40]\n\t"
+      "bne 5b\n"
+      : [x] "=&r"(x), [w0] "=&r"(w0), [w1] "=&r"(w1), [t] "=&r"(t), [n] "=&r"(n)
+      : [a] "r"(a)
+      : "r0", "r2", "r4", "r6", "r8", "r10", "r12", "lr", "d0", "d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8",
+        "d9", "d10", "d11", "d12", "d13", "d14", "d15", "p0", "memory", "cc");
+}
+
+#undef TMCU_MVE_REQUANT
+
 // requant_v (fast_s8.h) of one channel's 4 pixels (scalar multiplier, shift
 // and bias), clamped, stored to the pixels' outputs o + offsets (the first
 // np of them).
@@ -393,6 +524,16 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
     }
   }
   int32_t bfull[kOcChunk];
+  int32_t tbl[3 * kOcChunk];
+  PairArgs args;
+  args.n_first = (static_cast<uint32_t>(steps - 1) << 16) | first;
+  args.buf = buf;
+  args.K = K;
+  args.lo = quant.lo;
+  args.hi = quant.hi;
+  args.off = quant.offset;
+  args.lead = lead;
+  vst1q_u32(args.offsets, offsets);
   for (int32_t oc0 = 0; oc0 < out_c; oc0 += kOcChunk) {
     const int32_t ocn = out_c - oc0 < kOcChunk ? out_c - oc0 : kOcChunk;
     for (int32_t j = 0; j < ocn; ++j) {
@@ -402,6 +543,11 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
     }
     const int32_t* const mc = cv.multiplier + oc0;
     const int32_t* const sc = cv.shift + oc0;
+    for (int32_t j = 0; j < ocn; ++j) {
+      tbl[3 * j] = bfull[j];
+      tbl[3 * j + 1] = mc[j];
+      tbl[3 * j + 2] = sc[j];
+    }
     PixelWalk at{cv.out_shape, p.stride_h, p.stride_w, p.pad_top, p.pad_left};
     for (int32_t q = 0; q < pixels; q += 4) {
       const int32_t np = pixels - q < 4 ? pixels - q : 4;
@@ -458,6 +604,15 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
       const int32_t* const acc = reinterpret_cast<const int32_t*>(buf + 64 * steps);
       const int8_t* w0 = wl;
       int32_t j = 0;
+      if (vector_requant && ocn >= 2) {
+        args.w = wl;
+        args.tbl = tbl;
+        args.o = o;
+        args.count = ocn >> 1;
+        pairs(&args);
+        j = ocn & ~1;
+        w0 = wl + j * K;
+      }
       for (; j + 2 <= ocn; j += 2) {
         const int8_t* w1 = w0 + K;
         dots2(buf, w0, w1, first, steps);
