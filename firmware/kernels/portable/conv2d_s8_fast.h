@@ -183,25 +183,24 @@ inline void gather_pixel(const Conv& cv, const PixelWalk& at, Sink& sink) {
 struct MveSlot {
   int8_t* base;
   int32_t stride, lead;
-  // Copies as pieces that stay within a chunk, predicated to their length.
+  // Copies a head up to the next chunk and a tail predicated to their
+  // lengths, whole chunks between them.
   void put(int32_t k, const int8_t* src, int32_t n) const {
-    int32_t kp = k + lead;
-    while (n > 0) {
-      const int32_t off = kp & 15;
-      int8_t* dst = base + (kp >> 4) * stride + off;
-      if (off == 0 && n >= 16) {
-        vstrbq_s8(dst, vldrbq_s8(src));
-        src += 16;
-        kp += 16;
-        n -= 16;
-        continue;
-      }
+    const int32_t kp = k + lead;
+    const int32_t off = kp & 15;
+    int8_t* dst = base + (kp >> 4) * stride + off;
+    if (off != 0) {
       const int32_t m = 16 - off < n ? 16 - off : n;
       const mve_pred16_t pr = vctp8q(static_cast<uint32_t>(m));
       vstrbq_p_s8(dst, vldrbq_z_s8(src, pr), pr);
       src += m;
-      kp += m;
       n -= m;
+      dst += stride - off;
+    }
+    for (; n >= 16; n -= 16, src += 16, dst += stride) vstrbq_s8(dst, vldrbq_s8(src));
+    if (n > 0) {
+      const mve_pred16_t pr = vctp8q(static_cast<uint32_t>(n));
+      vstrbq_p_s8(dst, vldrbq_z_s8(src, pr), pr);
     }
   }
   void fill(int32_t k, int8_t v, int32_t n) const {
@@ -509,6 +508,9 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
   const int32_t x_last = s.w - 1 - (cv.kernel_w - 1) * dil_w;
   const bool gathered = !cv.direct && steps <= 4 &&
                         ((cv.kernel_h - 1) * dil_h * s.w + (cv.kernel_w - 1) * dil_w + 1) * s.c <= 65535;
+  const bool rows = !cv.direct && dil_w == 1;
+  const int32_t row = cv.kernel_w * s.c;
+  const int32_t row_step = dil_h * s.w * s.c;
   uint16_t offs[4][16];
   if (gathered) {
     for (int32_t t = 0; t < steps; ++t) {
@@ -566,6 +568,12 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
           continue;
         }
         const MveSlot slot{buf + 16 * i, 64, lead};
+        if (rows && iy0 >= 0 && iy0 <= y_last && ix0 >= 0 && ix0 <= x_last) {
+          // Inside the input, dilation_w 1: kernel_h runs of row bytes.
+          const int8_t* src = cv.in + ((at.n * s.h + iy0) * s.w + ix0) * s.c;
+          for (int32_t ky = 0, k = 0; ky < cv.kernel_h; ++ky, k += row, src += row_step) slot.put(k, src, row);
+          continue;
+        }
         gather_pixel(cv, at, slot);
       }
       int8_t* const o = cv.out + q * out_c + oc0;
