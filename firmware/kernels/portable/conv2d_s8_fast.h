@@ -688,6 +688,20 @@ inline int32_t tail_word(const int8_t* row, int32_t K) {
   return static_cast<int32_t>(v);
 }
 
+// requantize() for a shift s <= 0 (e = -s, e1 = e - 1; e 0 returns the
+// product's high part): floor((x * m + 2^30) / 2^31) is SMMULR of 2x and m,
+// (2x * m + 2^31) >> 32, while 2x fits int32 (else requantize() itself),
+// then the rounding shift right by e as requantize()'s.
+[[gnu::always_inline]] inline int32_t requant_right(int32_t x, int32_t m, int32_t s, int32_t e, int32_t e1) {
+  int32_t x2;
+  if (__builtin_add_overflow(x, x, &x2)) return s8::requantize(x, m, s);
+  int32_t hi;
+  __asm__("smmulr %0, %1, %2" : "=r"(hi) : "r"(x2), "r"(m));
+  if (e == 0) return hi;
+  const int32_t t = hi + (hi >> 31);  // hi - (hi < 0)
+  return (t >> e) + ((t >> e1) & 1);
+}
+
 // One chunk of the dot products below: the weights' word extended to the
 // even and the odd halfword pairs, then per pixel one LDRD of its pairs and
 // two SMLADs; the first pixel last, its load advancing x to the next chunk.
@@ -808,9 +822,15 @@ template <int G>
       dots<G>(xq, w, full, has_tail, has_tail ? tail_word(w, K) : 0, a);
       const int32_t b = cv.bias ? cv.bias[oc] : 0;
       const int32_t m = cv.multiplier[oc], sh = cv.shift[oc];
+      if (sh > 0 || np < G) {
+        for (int32_t i = 0; i < np; ++i) o[i * out_c] = finish(wrap_add(a[i], b), m, sh, quant);
+      } else if (sh == 0) {
 #pragma GCC unroll 4
-      for (int i = 0; i < G; ++i) {
-        if (i < np) o[i * out_c] = finish(wrap_add(a[i], b), m, sh, quant);
+        for (int i = 0; i < G; ++i) o[i * out_c] = quant(requant_right(wrap_add(a[i], b), m, sh, 0, 0));
+      } else {
+        const int32_t e = -sh;
+#pragma GCC unroll 4
+        for (int i = 0; i < G; ++i) o[i * out_c] = quant(requant_right(wrap_add(a[i], b), m, sh, e, e - 1));
       }
     }
   }
