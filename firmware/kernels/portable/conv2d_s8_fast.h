@@ -216,10 +216,12 @@ struct MveSlot {
   }
 };
 
-inline int32_t weight_sum(const int8_t* w, int32_t K) {
-  int32_t s = 0;
-  for (int32_t k = 0; k < K; k += 16) {
-    s = vaddvaq_s8(s, vldrbq_z_s8(w + k, vctp8q(static_cast<uint32_t>(K - k))));
+// sum_k w[k] of a row (w minus lead bytes, steps chunks, as dots1).
+inline int32_t weight_sum(const int8_t* w, mve_pred16_t first, int32_t steps) {
+  int32_t s = vaddvq_s8(vldrbq_z_s8(w, first));
+  for (int32_t t = 1; t < steps; ++t) {
+    w += 16;
+    s = vaddvaq_s8(s, vldrbq_s8(w));
   }
   return s;
 }
@@ -335,7 +337,8 @@ inline int32_t weight_sum(const int8_t* w, int32_t K) {
 // reloads its loop state from the stack, some 50 instructions a pair. The
 // 8 sums go to two vectors of 4 pixels (VMOV of two lanes at a time), then
 // per channel requant_v with its scalar bias, multiplier and shift (from
-// tbl: 3 words a channel), the clamp and a scatter of 4 bytes out_c apart.
+// tbl: 3 words a channel), the clamp and a scatter of 4 bytes out_c apart;
+// the output pointer stays in a register the MAC loop leaves alone.
 struct PairArgs {
   uint32_t n_first;     // 0: (steps - 1) << 16 | the first step's predicate
   const int8_t* buf;    // 4: the 4 interleaved patches
@@ -356,7 +359,7 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
 // as requant_v; flags from the shift's comparison with 0 survive the MVE
 // instructions (they set none).
 #define TMCU_MVE_REQUANT(q, l1, l2)                  \
-  "ldm %[t]!, {r0, r2, r4}\n\t"                      \
+  "ldm r6!, {r0, r2, r4}\n\t"                        \
   "vadd.i32 " q ", " q ", r0\n\t"                    \
   "cmp r4, #0\n\t"                                   \
   "ble " l1 "f\n\t"                                  \
@@ -384,7 +387,8 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
       "vdup.32 q6, r0\n\t"
       "add r0, %[a], #48\n\t"
       "vldrw.32 q7, [r0]\n\t"
-      "ldr %[w1], [%[a], #8]\n"
+      "ldr %[w1], [%[a], #8]\n\t"
+      "ldr %[t], [%[a], #32]\n"
       "5:\n\t"
       "ldr %[x], [%[a], #12]\n\t"
       "mov %[w0], %[w1]\n\t"
@@ -435,18 +439,16 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
       "vmov.32 q1[1], r10\n\t"
       "vmov.32 q1[2], r12\n\t"
       "vmov.32 q1[3], lr\n\t"
-      "ldr %[t], [%[a], #16]\n\t"
+      "ldr r6, [%[a], #16]\n\t"
       TMCU_MVE_REQUANT("q0", "3", "4")
       TMCU_MVE_REQUANT("q1", "6", "7")
-      "str %[t], [%[a], #16]\n\t"
-      "ldr %[t], [%[a], #32]\n\t"
+      "str r6, [%[a], #16]\n\t"
       "vstrb.32 q0, [%[t], q7]\n\t"
       "adds %[t], %[t], #1\n\t"
       "vstrb.32 q1, [%[t], q7]\n\t"
       "adds %[t], %[t], #1\n\t"
-      "str %[t], [%[a], #32]\n\t"
-      "ldr %[t], [%[a], #36]\n\t"
-      "sub %[w1], %[w1], %[t]\n\t"
+      "ldr r0, [%[a], #36]\n\t"
+      "sub %[w1], %[w1], r0\n\t"
       "ldr %[n], [%[a], #40]\n\t"
       "subs %[n], %[n], #1\n\t"
       "str %[n], [%[a], #40]\n\t"
@@ -509,6 +511,8 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
   const bool gathered = !cv.direct && steps <= 4 &&
                         ((cv.kernel_h - 1) * dil_h * s.w + (cv.kernel_w - 1) * dil_w + 1) * s.c <= 65535;
   const bool rows = !cv.direct && dil_w == 1;
+  const bool contiguous = cv.direct && p.stride_h == 1 && p.stride_w == 1 && cv.out_shape.h == s.h &&
+                          cv.out_shape.w == s.w;
   const int32_t row = cv.kernel_w * s.c;
   const int32_t row_step = dil_h * s.w * s.c;
   uint16_t offs[4][16];
@@ -541,7 +545,7 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
     for (int32_t j = 0; j < ocn; ++j) {
       const int32_t b = cv.bias ? cv.bias[oc0 + j] : 0;
       bfull[j] = wrap_add(b, static_cast<int32_t>(static_cast<uint32_t>(p.input_offset) *
-                                                   static_cast<uint32_t>(weight_sum(cv.w + (oc0 + j) * K, K))));
+                                                   static_cast<uint32_t>(weight_sum(cv.w + (oc0 + j) * K - lead, first, steps))));
     }
     const int32_t* const mc = cv.multiplier + oc0;
     const int32_t* const sc = cv.shift + oc0;
@@ -553,7 +557,10 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
     PixelWalk at{cv.out_shape, p.stride_h, p.stride_w, p.pad_top, p.pad_left};
     for (int32_t q = 0; q < pixels; q += 4) {
       const int32_t np = pixels - q < 4 ? pixels - q : 4;
-      for (int32_t i = 0; i < np; ++i, at.next()) {
+      if (contiguous) {  // 1x1, stride 1: the pixels' channels follow each other
+        for (int32_t i = 0; i < np; ++i) MveSlot{buf + 16 * i, 64, lead}.put(0, cv.in + (q + i) * K, K);
+      }
+      for (int32_t i = contiguous ? np : 0; i < np; ++i, at.next()) {
         const int32_t iy0 = at.iy0(), ix0 = at.ix0();
         if (gathered && iy0 >= 0 && iy0 <= y_last && ix0 >= 0 && ix0 <= x_last) {
           // A whole window inside the input: each chunk is two gathers
@@ -792,6 +799,7 @@ template <int G>
   const QuantConvParams& p = *cv.p;
   const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
   const int32_t off2 = static_cast<int32_t>((static_cast<uint32_t>(p.input_offset) & 0xFFFFu) * 0x00010001u);
+  const bool whole_int8 = p.act_min == -128 && p.act_max == 127;
   const int32_t pixels = cv.out_shape.n * cv.out_shape.h * cv.out_shape.w;
   int32_t* const xq = reinterpret_cast<int32_t*>(buf);
   // The slots of absent pixels (their outputs are not stored) are zeroed,
@@ -824,9 +832,14 @@ template <int G>
       const int32_t m = cv.multiplier[oc], sh = cv.shift[oc];
       if (sh > 0 || np < G) {
         for (int32_t i = 0; i < np; ++i) o[i * out_c] = finish(wrap_add(a[i], b), m, sh, quant);
-      } else if (sh == 0) {
+      } else if (whole_int8) {
+        // The clamp is int8's own range: the offset added saturating
+        // (QADD), then SSAT to 8 bits, is quant().
+        const int32_t e = -sh;
 #pragma GCC unroll 4
-        for (int i = 0; i < G; ++i) o[i * out_c] = quant(requant_right(wrap_add(a[i], b), m, sh, 0, 0));
+        for (int i = 0; i < G; ++i) {
+          o[i * out_c] = static_cast<int8_t>(__ssat(__qadd(requant_right(wrap_add(a[i], b), m, sh, e, e - 1), quant.offset), 8));
+        }
       } else {
         const int32_t e = -sh;
 #pragma GCC unroll 4
