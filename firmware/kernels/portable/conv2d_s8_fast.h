@@ -825,25 +825,36 @@ template <int G>
     }
     int8_t* o = cv.out + q * out_c;
     const int8_t* w = cv.w;
+    if (np < G) {  // the last pixels: requantize()
+      for (int32_t oc = 0; oc < out_c; ++oc, w += K, ++o) {
+        int32_t a[G];
+        dots<G>(xq, w, full, has_tail, has_tail ? tail_word(w, K) : 0, a);
+        const int32_t b = cv.bias ? cv.bias[oc] : 0;
+        for (int32_t i = 0; i < np; ++i) o[i * out_c] = finish(wrap_add(a[i], b), cv.multiplier[oc], cv.shift[oc], quant);
+      }
+      continue;
+    }
     for (int32_t oc = 0; oc < out_c; ++oc, w += K, ++o) {
       int32_t a[G];
       dots<G>(xq, w, full, has_tail, has_tail ? tail_word(w, K) : 0, a);
       const int32_t b = cv.bias ? cv.bias[oc] : 0;
       const int32_t m = cv.multiplier[oc], sh = cv.shift[oc];
-      if (sh > 0 || np < G) {
+      if (sh > 0) {
         for (int32_t i = 0; i < np; ++i) o[i * out_c] = finish(wrap_add(a[i], b), m, sh, quant);
       } else if (whole_int8) {
         // The clamp is int8's own range: the offset added saturating
         // (QADD), then SSAT to 8 bits, is quant().
         const int32_t e = -sh;
+        int8_t* oi = o;
 #pragma GCC unroll 4
-        for (int i = 0; i < G; ++i) {
-          o[i * out_c] = static_cast<int8_t>(__ssat(__qadd(requant_right(wrap_add(a[i], b), m, sh, e, e - 1), quant.offset), 8));
+        for (int i = 0; i < G; ++i, oi += out_c) {
+          *oi = static_cast<int8_t>(__ssat(__qadd(requant_right(wrap_add(a[i], b), m, sh, e, e - 1), quant.offset), 8));
         }
       } else {
         const int32_t e = -sh;
+        int8_t* oi = o;
 #pragma GCC unroll 4
-        for (int i = 0; i < G; ++i) o[i * out_c] = quant(requant_right(wrap_add(a[i], b), m, sh, e, e - 1));
+        for (int i = 0; i < G; ++i, oi += out_c) *oi = quant(requant_right(wrap_add(a[i], b), m, sh, e, e - 1));
       }
     }
   }
