@@ -246,23 +246,55 @@ inline int32_t weight_sum(const int8_t* w, mve_pred16_t first, int32_t steps) {
 }
 
 // Single pixels (the last 1 to 3 of the image): acc[j] = sum_k x[k] * w_j[k]
-// for the pixel's slot at x and 4 weight rows K apart (minus lead bytes).
+// for the pixel's slot at x and 4 weight rows K apart (minus lead bytes);
+// in asm for the even registers VMLADAVA takes (as dots2).
 [[gnu::always_inline]] inline int32x4_t dots4oc(const int8_t* x, const int8_t* w, int32_t K, mve_pred16_t first,
                                                 int32_t steps) {
-  int32_t a[4];
-  {
-    const int8x16_t xv = vldrbq_s8(x);
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) a[j] = vmladavq_s8(xv, vldrbq_z_s8(w + j * K, first));
-  }
-  for (int32_t s = 1; s < steps; ++s) {
-    x += 64;
-    w += 16;
-    const int8x16_t xv = vldrbq_s8(x);
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) a[j] = vmladavaq_s8(a[j], xv, vldrbq_s8(w + j * K));
-  }
-  return vldrwq_s32(a);
+  register int32_t a0 __asm__("r0");
+  register int32_t a1 __asm__("r2");
+  register int32_t a2 __asm__("r4");
+  register int32_t a3 __asm__("r6");
+  const int8_t* w0 = w;
+  const int8_t* w1 = w + K;
+  const int8_t* w2 = w + 2 * K;
+  const int8_t* w3 = w + 3 * K;
+  uint32_t n = (static_cast<uint32_t>(steps - 1) << 16) | first;
+  __asm__ volatile(
+      "vmsr p0, %[n]\n\t"
+      "vldrb.8 q0, [%[x]], #64\n\t"
+      "vpst\n\t"
+      "vldrbt.8 q1, [%[w0]], #16\n\t"
+      "vmladav.s8 %[a0], q0, q1\n\t"
+      "vpst\n\t"
+      "vldrbt.8 q1, [%[w1]], #16\n\t"
+      "vmladav.s8 %[a1], q0, q1\n\t"
+      "vpst\n\t"
+      "vldrbt.8 q1, [%[w2]], #16\n\t"
+      "vmladav.s8 %[a2], q0, q1\n\t"
+      "vpst\n\t"
+      "vldrbt.8 q1, [%[w3]], #16\n\t"
+      "vmladav.s8 %[a3], q0, q1\n\t"
+      "lsrs %[n], %[n], #16\n\t"
+      "beq 2f\n"
+      "1:\n\t"
+      "vldrb.8 q0, [%[x]], #64\n\t"
+      "vldrb.8 q1, [%[w0]], #16\n\t"
+      "vmladava.s8 %[a0], q0, q1\n\t"
+      "vldrb.8 q1, [%[w1]], #16\n\t"
+      "vmladava.s8 %[a1], q0, q1\n\t"
+      "vldrb.8 q1, [%[w2]], #16\n\t"
+      "vmladava.s8 %[a2], q0, q1\n\t"
+      "vldrb.8 q1, [%[w3]], #16\n\t"
+      "vmladava.s8 %[a3], q0, q1\n\t"
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n"
+      "2:\n"
+      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1),
+        [w2] "+r"(w2), [w3] "+r"(w3), [n] "+r"(n)
+      :
+      : "d0", "d1", "d2", "d3", "p0", "memory", "cc");
+  const int32_t t[4] = {a0, a1, a2, a3};
+  return vldrwq_s32(t);
 }
 
 // As dots1 for the two weight rows at w0 and w1: 8 accumulators, which
