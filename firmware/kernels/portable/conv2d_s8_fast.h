@@ -247,55 +247,97 @@ inline int32_t weight_sum(const int8_t* w, mve_pred16_t first, int32_t steps) {
 
 // Single pixels (the last 1 to 3 of the image): acc[j] = sum_k x[k] * w_j[k]
 // for the pixel's slot at x and 4 weight rows K apart (minus lead bytes);
-// in asm for the even registers VMLADAVA takes (as dots2).
-[[gnu::always_inline]] inline int32x4_t dots4oc(const int8_t* x, const int8_t* w, int32_t K, mve_pred16_t first,
-                                                int32_t steps) {
+// in asm for the even registers VMLADAVA takes (as dots2). With sums, also
+// the rows' weight sums (VADDVA of the weights loaded anyway; the lead
+// lanes load as 0), which the first pixel of a call computes for the rest.
+#define TMCU_MVE_ROW(w, acc, sum, mla, add) \
+  "vldrb" w "\n\t"                          \
+  "vmladav" mla ".s8 %[" acc "], q0, q1\n\t" add
+#define TMCU_MVE_DOTS4(first_add, add0, add1, add2, add3, next_add0, next_add1, next_add2, next_add3) \
+  "vmsr p0, %[n]\n\t"                                                           \
+  "vldrb.8 q0, [%[x]], #64\n\t"                                                 \
+  "vpst\n\t" TMCU_MVE_ROW("t.8 q1, [%[w0]], #16", "a0", "s0", "", add0)        \
+  "vpst\n\t" TMCU_MVE_ROW("t.8 q1, [%[w1]], #16", "a1", "s1", "", add1)        \
+  "vpst\n\t" TMCU_MVE_ROW("t.8 q1, [%[w2]], #16", "a2", "s2", "", add2)        \
+  "vpst\n\t" TMCU_MVE_ROW("t.8 q1, [%[w3]], #16", "a3", "s3", "", add3)        \
+  "lsrs %[n], %[n], #16\n\t"                                                    \
+  "beq 2f\n"                                                                    \
+  "1:\n\t"                                                                      \
+  "vldrb.8 q0, [%[x]], #64\n\t"                                                 \
+  TMCU_MVE_ROW(".8 q1, [%[w0]], #16", "a0", "s0", "a", next_add0)              \
+  TMCU_MVE_ROW(".8 q1, [%[w1]], #16", "a1", "s1", "a", next_add1)              \
+  TMCU_MVE_ROW(".8 q1, [%[w2]], #16", "a2", "s2", "a", next_add2)              \
+  TMCU_MVE_ROW(".8 q1, [%[w3]], #16", "a3", "s3", "a", next_add3)              \
+  "subs %[n], %[n], #1\n\t"                                                     \
+  "bne 1b\n"                                                                    \
+  "2:\n"
+
+// With the sums: all 14 allocatable registers, so a function of its own
+// (nothing else live around the asm); acc and sums to out[0..3], out[4..7].
+[[gnu::noinline]] void dots4oc_sums(const int8_t* x, const int8_t* w0, int32_t K, uint32_t n, int32_t* out) {
   register int32_t a0 __asm__("r0");
   register int32_t a1 __asm__("r2");
   register int32_t a2 __asm__("r4");
   register int32_t a3 __asm__("r6");
-  const int8_t* w0 = w;
-  const int8_t* w1 = w + K;
-  const int8_t* w2 = w + 2 * K;
-  const int8_t* w3 = w + 3 * K;
-  uint32_t n = (static_cast<uint32_t>(steps - 1) << 16) | first;
-  __asm__ volatile(
-      "vmsr p0, %[n]\n\t"
-      "vldrb.8 q0, [%[x]], #64\n\t"
-      "vpst\n\t"
-      "vldrbt.8 q1, [%[w0]], #16\n\t"
-      "vmladav.s8 %[a0], q0, q1\n\t"
-      "vpst\n\t"
-      "vldrbt.8 q1, [%[w1]], #16\n\t"
-      "vmladav.s8 %[a1], q0, q1\n\t"
-      "vpst\n\t"
-      "vldrbt.8 q1, [%[w2]], #16\n\t"
-      "vmladav.s8 %[a2], q0, q1\n\t"
-      "vpst\n\t"
-      "vldrbt.8 q1, [%[w3]], #16\n\t"
-      "vmladav.s8 %[a3], q0, q1\n\t"
-      "lsrs %[n], %[n], #16\n\t"
-      "beq 2f\n"
-      "1:\n\t"
-      "vldrb.8 q0, [%[x]], #64\n\t"
-      "vldrb.8 q1, [%[w0]], #16\n\t"
-      "vmladava.s8 %[a0], q0, q1\n\t"
-      "vldrb.8 q1, [%[w1]], #16\n\t"
-      "vmladava.s8 %[a1], q0, q1\n\t"
-      "vldrb.8 q1, [%[w2]], #16\n\t"
-      "vmladava.s8 %[a2], q0, q1\n\t"
-      "vldrb.8 q1, [%[w3]], #16\n\t"
-      "vmladava.s8 %[a3], q0, q1\n\t"
-      "subs %[n], %[n], #1\n\t"
-      "bne 1b\n"
-      "2:\n"
-      : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1),
-        [w2] "+r"(w2), [w3] "+r"(w3), [n] "+r"(n)
-      :
-      : "d0", "d1", "d2", "d3", "p0", "memory", "cc");
-  const int32_t t[4] = {a0, a1, a2, a3};
-  return vldrwq_s32(t);
+  register int32_t s0 __asm__("r8");
+  register int32_t s1 __asm__("r10");
+  register int32_t s2 __asm__("r12");
+  register int32_t s3 __asm__("lr");
+  const int8_t* w1 = w0 + K;
+  const int8_t* w2 = w0 + 2 * K;
+  const int8_t* w3 = w0 + 3 * K;
+  __asm__ volatile(TMCU_MVE_DOTS4("", "vaddv.s8 %[s0], q1\n\t", "vaddv.s8 %[s1], q1\n\t", "vaddv.s8 %[s2], q1\n\t",
+                                  "vaddv.s8 %[s3], q1\n\t", "vaddva.s8 %[s0], q1\n\t", "vaddva.s8 %[s1], q1\n\t",
+                                  "vaddva.s8 %[s2], q1\n\t", "vaddva.s8 %[s3], q1\n\t")
+                   : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [s0] "=&r"(s0), [s1] "=&r"(s1),
+                     [s2] "=&r"(s2), [s3] "=&r"(s3), [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2),
+                     [w3] "+r"(w3), [n] "+r"(n)
+                   :
+                   : "d0", "d1", "d2", "d3", "p0", "memory", "cc");
+  out[0] = a0;
+  out[1] = a1;
+  out[2] = a2;
+  out[3] = a3;
+  out[4] = s0;
+  out[5] = s1;
+  out[6] = s2;
+  out[7] = s3;
 }
+
+template <bool kSums>
+[[gnu::always_inline]] inline int32x4_t dots4oc(const int8_t* x, const int8_t* w, int32_t K, mve_pred16_t first,
+                                                int32_t steps, int32_t* sums = nullptr) {
+  uint32_t n = (static_cast<uint32_t>(steps - 1) << 16) | first;
+  if constexpr (kSums) {
+    int32_t out[8];
+    dots4oc_sums(x, w, K, n, out);
+    sums[0] = out[4];
+    sums[1] = out[5];
+    sums[2] = out[6];
+    sums[3] = out[7];
+    return vldrwq_s32(out);
+  } else {
+    (void)sums;
+    register int32_t a0 __asm__("r0");
+    register int32_t a1 __asm__("r2");
+    register int32_t a2 __asm__("r4");
+    register int32_t a3 __asm__("r6");
+    const int8_t* w0 = w;
+    const int8_t* w1 = w + K;
+    const int8_t* w2 = w + 2 * K;
+    const int8_t* w3 = w + 3 * K;
+    __asm__ volatile(TMCU_MVE_DOTS4("", "", "", "", "", "", "", "", "")
+                     : [a0] "=&r"(a0), [a1] "=&r"(a1), [a2] "=&r"(a2), [a3] "=&r"(a3), [x] "+r"(x), [w0] "+r"(w0),
+                       [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), [n] "+r"(n)
+                     :
+                     : "d0", "d1", "d2", "d3", "p0", "memory", "cc");
+    const int32_t t[4] = {a0, a1, a2, a3};
+    return vldrwq_s32(t);
+  }
+}
+
+#undef TMCU_MVE_ROW
+#undef TMCU_MVE_DOTS4
 
 // As dots1 for the two weight rows at w0 and w1: 8 accumulators, which
 // VMLADAVA takes in even registers only, so in r0, r2, ..., r12 and lr (the
@@ -572,82 +614,111 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
   args.off = quant.offset;
   args.lead = lead;
   vst1q_u32(args.offsets, offsets);
+  // The patches of the np pixels from the one at `at` into the buffer.
+  auto gather_group = [&](int32_t q, int32_t np, PixelWalk& at) {
+    if (contiguous) {  // 1x1, stride 1: the pixels' channels follow each other
+      for (int32_t i = 0; i < np; ++i) MveSlot{buf + 16 * i, 64, lead}.put(0, cv.in + (q + i) * K, K);
+      return;
+    }
+    for (int32_t i = 0; i < np; ++i, at.next()) {
+      const int32_t iy0 = at.iy0(), ix0 = at.ix0();
+      if (gathered && iy0 >= 0 && iy0 <= y_last && ix0 >= 0 && ix0 <= x_last) {
+        // A whole window inside the input: each chunk is two gathers
+        // of 8 taps (the even and the odd lanes) at the offsets.
+        const int8_t* const base = cv.in + ((at.n * s.h + iy0) * s.w + ix0) * s.c;
+        int8_t* dst = buf + 16 * i;
+        for (int32_t t = 0; t < steps; ++t, dst += 64) {
+          const int16x8_t even = vldrbq_gather_offset_s16(base, vldrhq_u16(offs[t]));
+          const int16x8_t odd = vldrbq_gather_offset_s16(base, vldrhq_u16(offs[t] + 8));
+          vstrbq_s8(dst, vmovntq_s16(vmovnbq_s16(vuninitializedq_s8(), even), odd));
+        }
+        continue;
+      }
+      const MveSlot slot{buf + 16 * i, 64, lead};
+      if (rows && iy0 >= 0 && iy0 <= y_last && ix0 >= 0 && ix0 <= x_last) {
+        // Inside the input, dilation_w 1: kernel_h runs of row bytes.
+        const int8_t* src = cv.in + ((at.n * s.h + iy0) * s.w + ix0) * s.c;
+        for (int32_t ky = 0, k = 0; ky < cv.kernel_h; ++ky, k += row, src += row_step) slot.put(k, src, row);
+        continue;
+      }
+      gather_pixel(cv, at, slot);
+    }
+  };
+  // The last pixels (pixels % 4 of them) go first, one at a time, 4
+  // channels at a time; the first of them also sums the weights for the
+  // folded biases (a call without them sums the weights alone).
+  const int32_t tail_np = pixels & 3;
+  const int32_t q_tail = pixels - tail_np;
+  PixelWalk tail_at{cv.out_shape, p.stride_h, p.stride_w, p.pad_top, p.pad_left};
+  {
+    const int32_t image = cv.out_shape.h * cv.out_shape.w;
+    tail_at.n = q_tail / image;
+    tail_at.oy = (q_tail - tail_at.n * image) / cv.out_shape.w;
+    tail_at.ox = q_tail - tail_at.n * image - tail_at.oy * cv.out_shape.w;
+  }
+  const uint32_t in_off = static_cast<uint32_t>(p.input_offset);
   for (int32_t oc0 = 0; oc0 < out_c; oc0 += kOcChunk) {
     const int32_t ocn = out_c - oc0 < kOcChunk ? out_c - oc0 : kOcChunk;
-    for (int32_t j = 0; j < ocn; ++j) {
-      const int32_t b = cv.bias ? cv.bias[oc0 + j] : 0;
-      bfull[j] = wrap_add(b, static_cast<int32_t>(static_cast<uint32_t>(p.input_offset) *
-                                                   static_cast<uint32_t>(weight_sum(cv.w + (oc0 + j) * K - lead, first, steps))));
-    }
+    const int32_t* const bc = cv.bias ? cv.bias + oc0 : nullptr;
     const int32_t* const mc = cv.multiplier + oc0;
     const int32_t* const sc = cv.shift + oc0;
+    const int8_t* const wl = cv.w + oc0 * K - lead;
+    // Folded biases of channels [j, j + n) from their weight sums.
+    auto fold = [&](int32_t j, int32_t n, const int32_t* sums) {
+      for (int32_t t = 0; t < n; ++t) {
+        const int32_t sum = sums ? sums[t] : weight_sum(wl + (j + t) * K, first, steps);
+        bfull[j + t] = wrap_add(bc ? bc[j + t] : 0, static_cast<int32_t>(in_off * static_cast<uint32_t>(sum)));
+      }
+    };
+    if (tail_np == 0) {
+      fold(0, ocn, nullptr);
+    } else {
+      PixelWalk at = tail_at;
+      gather_group(q_tail, tail_np, at);
+      int8_t* const o = cv.out + q_tail * out_c + oc0;
+      for (int32_t j = 0; j < ocn; j += 4) {
+        const int32_t nj = ocn - j < 4 ? ocn - j : 4;
+        if (nj < 4) fold(j, nj, nullptr);
+        for (int32_t i = 0; i < tail_np; ++i) {
+          int32x4_t v;
+          if (nj == 4) {
+            if (i == 0) {
+              int32_t sums[4];
+              v = dots4oc<true>(buf, wl + j * K, K, first, steps, sums);
+              fold(j, 4, sums);
+            } else {
+              v = dots4oc<false>(buf + 16 * i, wl + j * K, K, first, steps);
+            }
+          } else {  // the last 1 to 3 channels, one at a time (row stride 0)
+            int32_t t4[4] = {0, 0, 0, 0};
+            for (int32_t t = 0; t < nj; ++t) {
+              t4[t] = vgetq_lane_s32(dots4oc<false>(buf + 16 * i, wl + (j + t) * K, 0, first, steps), 0);
+            }
+            v = vldrwq_s32(t4);
+          }
+          int8_t* const oi = o + i * out_c;
+          if (vector_requant) {
+            const mve_pred16_t pc = vctp32q(static_cast<uint32_t>(nj));
+            const int32x4_t r = requant_v(vaddq_s32(v, vldrwq_z_s32(bfull + j, pc)), vldrwq_z_s32(mc + j, pc),
+                                          vldrwq_z_s32(sc + j, pc));
+            vstrbq_p_s32(oi + j, clamp_v(r, quant), pc);
+          } else {
+            int32_t t4[4];
+            vstrwq_s32(t4, v);
+            for (int32_t t = 0; t < nj; ++t) oi[j + t] = finish(wrap_add(t4[t], bfull[j + t]), mc[j + t], sc[j + t], quant);
+          }
+        }
+      }
+    }
     for (int32_t j = 0; j < ocn; ++j) {
       tbl[3 * j] = bfull[j];
       tbl[3 * j + 1] = mc[j];
       tbl[3 * j + 2] = sc[j];
     }
     PixelWalk at{cv.out_shape, p.stride_h, p.stride_w, p.pad_top, p.pad_left};
-    for (int32_t q = 0; q < pixels; q += 4) {
-      const int32_t np = pixels - q < 4 ? pixels - q : 4;
-      if (contiguous) {  // 1x1, stride 1: the pixels' channels follow each other
-        for (int32_t i = 0; i < np; ++i) MveSlot{buf + 16 * i, 64, lead}.put(0, cv.in + (q + i) * K, K);
-      }
-      for (int32_t i = contiguous ? np : 0; i < np; ++i, at.next()) {
-        const int32_t iy0 = at.iy0(), ix0 = at.ix0();
-        if (gathered && iy0 >= 0 && iy0 <= y_last && ix0 >= 0 && ix0 <= x_last) {
-          // A whole window inside the input: each chunk is two gathers
-          // of 8 taps (the even and the odd lanes) at the offsets.
-          const int8_t* const base = cv.in + ((at.n * s.h + iy0) * s.w + ix0) * s.c;
-          int8_t* dst = buf + 16 * i;
-          for (int32_t t = 0; t < steps; ++t, dst += 64) {
-            const int16x8_t even = vldrbq_gather_offset_s16(base, vldrhq_u16(offs[t]));
-            const int16x8_t odd = vldrbq_gather_offset_s16(base, vldrhq_u16(offs[t] + 8));
-            vstrbq_s8(dst, vmovntq_s16(vmovnbq_s16(vuninitializedq_s8(), even), odd));
-          }
-          continue;
-        }
-        const MveSlot slot{buf + 16 * i, 64, lead};
-        if (rows && iy0 >= 0 && iy0 <= y_last && ix0 >= 0 && ix0 <= x_last) {
-          // Inside the input, dilation_w 1: kernel_h runs of row bytes.
-          const int8_t* src = cv.in + ((at.n * s.h + iy0) * s.w + ix0) * s.c;
-          for (int32_t ky = 0, k = 0; ky < cv.kernel_h; ++ky, k += row, src += row_step) slot.put(k, src, row);
-          continue;
-        }
-        gather_pixel(cv, at, slot);
-      }
+    for (int32_t q = 0; q < q_tail; q += 4) {
+      gather_group(q, 4, at);
       int8_t* const o = cv.out + q * out_c + oc0;
-      const int8_t* const wl = cv.w + oc0 * K - lead;
-      if (np < 4) {
-        // Pixel by pixel, 4 channels at a time (vector requantization of
-        // 4 channels: requant_v).
-        for (int32_t i = 0; i < np; ++i) {
-          int8_t* const oi = o + i * out_c;
-          for (int32_t j = 0; j < ocn; j += 4) {
-            const int32_t nj = ocn - j < 4 ? ocn - j : 4;
-            int32x4_t v;
-            if (nj == 4) {
-              v = dots4oc(buf + 16 * i, wl + j * K, K, first, steps);
-            } else {  // the last 1 to 3 channels, one at a time (row stride 0)
-              int32_t t4[4] = {0, 0, 0, 0};
-              for (int32_t t = 0; t < nj; ++t) {
-                t4[t] = vgetq_lane_s32(dots4oc(buf + 16 * i, wl + (j + t) * K, 0, first, steps), 0);
-              }
-              v = vldrwq_s32(t4);
-            }
-            if (vector_requant) {
-              const mve_pred16_t pc = vctp32q(static_cast<uint32_t>(nj));
-              const int32x4_t r = requant_v(vaddq_s32(v, vldrwq_z_s32(bfull + j, pc)), vldrwq_z_s32(mc + j, pc),
-                                            vldrwq_z_s32(sc + j, pc));
-              vstrbq_p_s32(oi + j, clamp_v(r, quant), pc);
-            } else {
-              int32_t t4[4];
-              vstrwq_s32(t4, v);
-              for (int32_t t = 0; t < nj; ++t) oi[j + t] = finish(wrap_add(t4[t], bfull[j + t]), mc[j + t], sc[j + t], quant);
-            }
-          }
-        }
-        continue;
-      }
       const int32_t* const acc = reinterpret_cast<const int32_t*>(buf + 64 * steps);
       const int8_t* w0 = wl;
       int32_t j = 0;
