@@ -69,8 +69,6 @@ constexpr int32_t kMaxPatch = 576;
 // The interleaved patch buffer: 4 pixels of kMaxPatch int8s (MVE) or 4 of
 // 288 / 2 of 576 expanded to int16 (DSP).
 constexpr int32_t kPatchBuffer = 4 * kMaxPatch;
-// MVE: the GEMM block's 8 sums are stored after the patches.
-constexpr int32_t kPatchSpare = 32;
 
 inline int32_t wrap_add(int32_t a, int32_t b) {
   return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
@@ -247,7 +245,7 @@ inline int32_t weight_sum(const int8_t* w, mve_pred16_t first, int32_t steps) {
 
 // Single pixels (the last 1 to 3 of the image): acc[j] = sum_k x[k] * w_j[k]
 // for the pixel's slot at x and 4 weight rows K apart (minus lead bytes);
-// in asm for the even registers VMLADAVA takes (as dots2). With sums, also
+// in asm for the even registers VMLADAVA takes (as pairs()). With sums, also
 // the rows' weight sums (VADDVA of the weights loaded anyway; the lead
 // lanes load as 0), which the first pixel of a call computes for the rest.
 #define TMCU_MVE_ROW(w, acc, sum, mla, add) \
@@ -339,77 +337,15 @@ template <bool kSums>
 #undef TMCU_MVE_ROW
 #undef TMCU_MVE_DOTS4
 
-// As dots1 for the two weight rows at w0 and w1: 8 accumulators, which
-// VMLADAVA takes in even registers only, so in r0, r2, ..., r12 and lr (the
-// loop counts with SUBS; GCC's allocation spills two of them). The first
-// step's weight loads are predicated by first (the lead lanes). The sums
-// are stored right after the patches (x + 64 * steps, the buffer's 32 spare
-// bytes), w0 and w1 advanced to their rows' ends.
-[[gnu::always_inline]] inline void dots2(const int8_t* x, const int8_t*& w0, const int8_t*& w1, uint32_t first,
-                                         int32_t steps) {
-  register int32_t a00 __asm__("r0");
-  register int32_t a01 __asm__("r2");
-  register int32_t a02 __asm__("r4");
-  register int32_t a03 __asm__("r6");
-  register int32_t a10 __asm__("r8");
-  register int32_t a11 __asm__("r10");
-  register int32_t a12 __asm__("r12");
-  register int32_t a13 __asm__("lr");
-  // Steps - 1 above the predicate: one register for both.
-  uint32_t n = (static_cast<uint32_t>(steps - 1) << 16) | first;
-  __asm__ volatile(
-      "vmsr p0, %[n]\n\t"
-      "vpstt\n\t"
-      "vldrbt.8 q0, [%[w0]], #16\n\t"
-      "vldrbt.8 q1, [%[w1]], #16\n\t"
-      "vldrb.8 q2, [%[x], #16]\n\t"
-      "vmladav.s8 %[a01], q2, q0\n\t"
-      "vmladav.s8 %[a11], q2, q1\n\t"
-      "vldrb.8 q2, [%[x], #32]\n\t"
-      "vmladav.s8 %[a02], q2, q0\n\t"
-      "vmladav.s8 %[a12], q2, q1\n\t"
-      "vldrb.8 q2, [%[x], #48]\n\t"
-      "vmladav.s8 %[a03], q2, q0\n\t"
-      "vmladav.s8 %[a13], q2, q1\n\t"
-      "vldrb.8 q2, [%[x]], #64\n\t"
-      "vmladav.s8 %[a00], q2, q0\n\t"
-      "vmladav.s8 %[a10], q2, q1\n\t"
-      "lsrs %[n], %[n], #16\n\t"
-      "beq 2f\n"
-      "1:\n\t"
-      "vldrb.8 q0, [%[w0]], #16\n\t"
-      "vldrb.8 q1, [%[w1]], #16\n\t"
-      "vldrb.8 q2, [%[x], #16]\n\t"
-      "vmladava.s8 %[a01], q2, q0\n\t"
-      "vmladava.s8 %[a11], q2, q1\n\t"
-      "vldrb.8 q2, [%[x], #32]\n\t"
-      "vmladava.s8 %[a02], q2, q0\n\t"
-      "vmladava.s8 %[a12], q2, q1\n\t"
-      "vldrb.8 q2, [%[x], #48]\n\t"
-      "vmladava.s8 %[a03], q2, q0\n\t"
-      "vmladava.s8 %[a13], q2, q1\n\t"
-      "vldrb.8 q2, [%[x]], #64\n\t"
-      "vmladava.s8 %[a00], q2, q0\n\t"
-      "vmladava.s8 %[a10], q2, q1\n\t"
-      "subs %[n], %[n], #1\n\t"
-      "bne 1b\n"
-      "2:\n\t"
-      "strd %[a00], %[a01], [%[x]]\n\t"
-      "strd %[a02], %[a03], [%[x], #8]\n\t"
-      "strd %[a10], %[a11], [%[x], #16]\n\t"
-      "strd %[a12], %[a13], [%[x], #24]\n"
-      : [a00] "=&r"(a00), [a01] "=&r"(a01), [a02] "=&r"(a02), [a03] "=&r"(a03), [a10] "=&r"(a10),
-        [a11] "=&r"(a11), [a12] "=&r"(a12), [a13] "=&r"(a13), [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1),
-        [n] "+r"(n)
-      :
-      : "d0", "d1", "d2", "d3", "d4", "d5", "p0", "memory", "cc");
-}
-
 // The GEMM of one group of 4 pixels against count pairs of output channels,
-// each pair's dots2 followed by its requantization, in one asm loop: GCC
-// keeps little in registers around dots2 (which takes 12 of them) and
-// reloads its loop state from the stack, some 50 instructions a pair. The
-// 8 sums go to two vectors of 4 pixels (VMOV of two lanes at a time), then
+// each pair's dot products followed by their requantization, in one asm
+// loop. The 8 accumulators must be even registers (VMLADAVA takes no
+// others): r0, r2, ..., r12 and lr, which leaves GCC nothing for the loop
+// state around a block (it reloaded it from the stack, some 50 instructions
+// a pair); the loop counts with SUBS. The first step's weight loads are
+// predicated by the lead lanes. The 8 sums go to two vectors of 4 pixels
+// (VMOV of single lanes: the two-lane VMOV's lane order differs between
+// the assembler and QEMU), then
 // per channel requant_v with its scalar bias, multiplier and shift (from
 // tbl: 3 words a channel), the clamp and a scatter of 4 bytes out_c apart;
 // the output pointer stays in a register the MAC loop leaves alone.
@@ -552,14 +488,6 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
   }
 }
 
-// The same per lane with requantize(), for multipliers requant_v cannot take.
-inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o, int32_t out_c, int32_t np,
-                         const s8::OutQuant& quant) {
-  int32_t a[4];
-  vstrwq_s32(a, v);
-  for (int32_t i = 0; i < np; ++i) o[i * out_c] = finish(wrap_add(a[i], b), m, s, quant);
-}
-
 [[gnu::noinline]] void run(const Conv& cv, int8_t* buf) {
   const int32_t K = cv.K, out_c = cv.out_shape.c;
   const int32_t steps = (K + 15) >> 4;
@@ -567,7 +495,6 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
   const mve_pred16_t first = static_cast<mve_pred16_t>(~vctp8q(static_cast<uint32_t>(lead)));
   const QuantConvParams& p = *cv.p;
   const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
-  const bool vector_requant = requant_vector_ok(cv.multiplier, cv.shift, out_c);
   const uint32x4_t offsets = vmulq_n_u32(vidupq_n_u32(0, 1), static_cast<uint32_t>(out_c));
   const int32_t pixels = cv.out_shape.n * cv.out_shape.h * cv.out_shape.w;
   // Bytes no gather writes (the lead, the slots of absent pixels) are
@@ -670,22 +597,21 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
         bfull[j + t] = wrap_add(bc ? bc[j + t] : 0, static_cast<int32_t>(in_off * static_cast<uint32_t>(sum)));
       }
     };
-    if (tail_np == 0) {
-      fold(0, ocn, nullptr);
-    } else {
-      PixelWalk at = tail_at;
-      gather_group(q_tail, tail_np, at);
-      int8_t* const o = cv.out + q_tail * out_c + oc0;
+    // np pixels from q one at a time, 4 channels at a time; with sums, the
+    // first one's dots sum the weights too.
+    auto singles = [&](int32_t q, int32_t np, PixelWalk& at, bool sums) {
+      gather_group(q, np, at);
+      int8_t* const o = cv.out + q * out_c + oc0;
       for (int32_t j = 0; j < ocn; j += 4) {
         const int32_t nj = ocn - j < 4 ? ocn - j : 4;
-        if (nj < 4) fold(j, nj, nullptr);
-        for (int32_t i = 0; i < tail_np; ++i) {
+        if (sums && nj < 4) fold(j, nj, nullptr);
+        for (int32_t i = 0; i < np; ++i) {
           int32x4_t v;
           if (nj == 4) {
-            if (i == 0) {
-              int32_t sums[4];
-              v = dots4oc<true>(buf, wl + j * K, K, first, steps, sums);
-              fold(j, 4, sums);
+            if (sums && i == 0) {
+              int32_t s4[4];
+              v = dots4oc<true>(buf, wl + j * K, K, first, steps, s4);
+              fold(j, 4, s4);
             } else {
               v = dots4oc<false>(buf + 16 * i, wl + j * K, K, first, steps);
             }
@@ -696,19 +622,18 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
             }
             v = vldrwq_s32(t4);
           }
-          int8_t* const oi = o + i * out_c;
-          if (vector_requant) {
-            const mve_pred16_t pc = vctp32q(static_cast<uint32_t>(nj));
-            const int32x4_t r = requant_v(vaddq_s32(v, vldrwq_z_s32(bfull + j, pc)), vldrwq_z_s32(mc + j, pc),
-                                          vldrwq_z_s32(sc + j, pc));
-            vstrbq_p_s32(oi + j, clamp_v(r, quant), pc);
-          } else {
-            int32_t t4[4];
-            vstrwq_s32(t4, v);
-            for (int32_t t = 0; t < nj; ++t) oi[j + t] = finish(wrap_add(t4[t], bfull[j + t]), mc[j + t], sc[j + t], quant);
-          }
+          const mve_pred16_t pc = vctp32q(static_cast<uint32_t>(nj));
+          const int32x4_t r = requant_v(vaddq_s32(v, vldrwq_z_s32(bfull + j, pc)), vldrwq_z_s32(mc + j, pc),
+                                        vldrwq_z_s32(sc + j, pc));
+          vstrbq_p_s32(o + i * out_c + j, clamp_v(r, quant), pc);
         }
       }
+    };
+    if (tail_np == 0) {
+      fold(0, ocn, nullptr);
+    } else {
+      PixelWalk at = tail_at;
+      singles(q_tail, tail_np, at, true);
     }
     for (int32_t j = 0; j < ocn; ++j) {
       tbl[3 * j] = bfull[j];
@@ -719,39 +644,16 @@ inline void finish_store(int32x4_t v, int32_t b, int32_t m, int32_t s, int8_t* o
     for (int32_t q = 0; q < q_tail; q += 4) {
       gather_group(q, 4, at);
       int8_t* const o = cv.out + q * out_c + oc0;
-      const int32_t* const acc = reinterpret_cast<const int32_t*>(buf + 64 * steps);
-      const int8_t* w0 = wl;
-      int32_t j = 0;
-      if (vector_requant && ocn >= 2) {
+      if (ocn >= 2) {
         args.w = wl;
         args.tbl = tbl;
         args.o = o;
         args.count = ocn >> 1;
         pairs(&args);
-        j = ocn & ~1;
-        w0 = wl + j * K;
       }
-      for (; j + 2 <= ocn; j += 2) {
-        const int8_t* w1 = w0 + K;
-        dots2(buf, w0, w1, first, steps);
-        w0 = w1 - lead;
-        const int32x4_t v0 = vldrwq_s32(acc);
-        const int32x4_t v1 = vldrwq_s32(acc + 4);
-        if (vector_requant) {
-          requant_store(v0, bfull[j], mc[j], sc[j], o + j, offsets, 4, quant);
-          requant_store(v1, bfull[j + 1], mc[j + 1], sc[j + 1], o + j + 1, offsets, 4, quant);
-        } else {
-          finish_store(v0, bfull[j], mc[j], sc[j], o + j, out_c, 4, quant);
-          finish_store(v1, bfull[j + 1], mc[j + 1], sc[j + 1], o + j + 1, out_c, 4, quant);
-        }
-      }
-      if (j < ocn) {
-        const int32x4_t v0 = dots1(buf, w0, first, steps);
-        if (vector_requant) {
-          requant_store(v0, bfull[j], mc[j], sc[j], o + j, offsets, 4, quant);
-        } else {
-          finish_store(v0, bfull[j], mc[j], sc[j], o + j, out_c, 4, quant);
-        }
+      if (ocn & 1) {
+        const int32_t j = ocn - 1;
+        requant_store(dots1(buf, wl + j * K, first, steps), bfull[j], mc[j], sc[j], o + j, offsets, 4, quant);
       }
     }
   }
@@ -978,8 +880,11 @@ template <int G>
   if (K > kMaxPatch || p.input_offset < -127 || p.input_offset > 128) return false;
   const Conv cv{in, in_shape, out_shape, w, kernel_h, kernel_w, K, bias, multiplier, shift, out, &p, direct,
                 static_cast<int8_t>(-p.input_offset)};
-  alignas(8) int8_t buf[kPatchBuffer + kPatchSpare];
+  alignas(8) int8_t buf[kPatchBuffer];
 #if TMCU_S8_MVE
+  // Every channel requantized by requant_v (the compiler's multipliers
+  // always are); others take the generic kernel.
+  if (!requant_vector_ok(multiplier, shift, out_shape.c)) return false;
   run(cv, buf);
 #else
   int8_t linear[kMaxPatch + 4];
