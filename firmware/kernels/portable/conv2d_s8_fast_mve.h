@@ -368,8 +368,11 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
       }
     }
   }
-  int32_t bfull[kOcChunk];
-  int32_t tbl[3 * kOcChunk];
+  // Channels per chunk: half of kOcChunk, as the pairs' table (3 words a
+  // channel) sits next to the 2.3 KB patch buffer on the stack.
+  constexpr int32_t kChunk = kOcChunk / 2;
+  int32_t bfull[kChunk];
+  int32_t tbl[3 * kChunk];
   PairArgs args;
   args.n_first = (static_cast<uint32_t>(steps - 1) << 16) | first;
   args.buf = buf;
@@ -422,8 +425,8 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
     tail_at.ox = q_tail - tail_at.n * image - tail_at.oy * cv.out_shape.w;
   }
   const uint32_t in_off = static_cast<uint32_t>(p.input_offset);
-  for (int32_t oc0 = 0; oc0 < out_c; oc0 += kOcChunk) {
-    const int32_t ocn = out_c - oc0 < kOcChunk ? out_c - oc0 : kOcChunk;
+  for (int32_t oc0 = 0; oc0 < out_c; oc0 += kChunk) {
+    const int32_t ocn = out_c - oc0 < kChunk ? out_c - oc0 : kChunk;
     const int32_t* const bc = cv.bias ? cv.bias + oc0 : nullptr;
     const int32_t* const mc = cv.multiplier + oc0;
     const int32_t* const sc = cv.shift + oc0;
