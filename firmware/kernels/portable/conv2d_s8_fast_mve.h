@@ -368,11 +368,12 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
       }
     }
   }
-  // Channels per chunk: half of kOcChunk, as the pairs' table (3 words a
-  // channel) sits next to the 2.3 KB patch buffer on the stack.
-  constexpr int32_t kChunk = kOcChunk / 2;
-  int32_t bfull[kChunk];
+  // Per channel of a chunk its folded bias, multiplier and shift (pairs()
+  // loads the three with one LDM); a smaller chunk would gather the
+  // patches again for each.
+  constexpr int32_t kChunk = kOcChunk;
   int32_t tbl[3 * kChunk];
+  const uint32x4_t every3 = vmulq_n_u32(vidupq_n_u32(0, 1), 3);
   PairArgs args;
   args.n_first = (static_cast<uint32_t>(steps - 1) << 16) | first;
   args.buf = buf;
@@ -435,7 +436,7 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
     auto fold = [&](int32_t j, int32_t n, const int32_t* sums) {
       for (int32_t t = 0; t < n; ++t) {
         const int32_t sum = sums ? sums[t] : weight_sum(wl + (j + t) * K, first, steps);
-        bfull[j + t] = wrap_add(bc ? bc[j + t] : 0, static_cast<int32_t>(in_off * static_cast<uint32_t>(sum)));
+        tbl[3 * (j + t)] = wrap_add(bc ? bc[j + t] : 0, static_cast<int32_t>(in_off * static_cast<uint32_t>(sum)));
       }
     };
     // np pixels from q one at a time, 4 channels at a time; with sums, the
@@ -464,7 +465,7 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
             v = vldrwq_s32(t4);
           }
           const mve_pred16_t pc = vctp32q(static_cast<uint32_t>(nj));
-          const int32x4_t r = requant_v(vaddq_s32(v, vldrwq_z_s32(bfull + j, pc)), vldrwq_z_s32(mc + j, pc),
+          const int32x4_t r = requant_v(vaddq_s32(v, vldrwq_gather_shifted_offset_z_s32(tbl + 3 * j, every3, pc)), vldrwq_z_s32(mc + j, pc),
                                         vldrwq_z_s32(sc + j, pc));
           vstrbq_p_s32(o + i * out_c + j, clamp_v(r, quant), pc);
         }
@@ -477,7 +478,6 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
       singles(q_tail, tail_np, at, true);
     }
     for (int32_t j = 0; j < ocn; ++j) {
-      tbl[3 * j] = bfull[j];
       tbl[3 * j + 1] = mc[j];
       tbl[3 * j + 2] = sc[j];
     }
@@ -494,7 +494,7 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
       }
       if (ocn & 1) {
         const int32_t j = ocn - 1;
-        requant_store(dots1(buf, wl + j * K, first, steps), bfull[j], mc[j], sc[j], o + j, offsets, 4, quant);
+        requant_store(dots1(buf, wl + j * K, first, steps), tbl[3 * j], mc[j], sc[j], o + j, offsets, 4, quant);
       }
     }
   }
