@@ -9,7 +9,7 @@ The shapes are the ones the fast path treats differently: K = kh * kw * C of
 chunk to 36; DSP: tails of 1 to 3 taps, the weights' tail word from bytes when
 K < 4, 4 pixels up to K = 288 and 2 beyond), 1x1 kernels read in place (strided
 too, with a tail: copied first), padding on every side, stride 2, dilation 2
-(the per-tap gather), pixel counts that are no multiple of 4 (the last group
+(the per-tap gather; MVE's gathers by offsets for K <= 64), pixel counts that are no multiple of 4 (the last group
 of 1 to 3 pixels) and a batch of 2, odd output channel counts (MVE's single
 channel block), 70 output channels (two chunks of folded biases), a K = 630
 conv (beyond the buffer: the generic kernel next to fast ones), ReLUs (zero
@@ -58,6 +58,7 @@ class ConvPaths(nn.Module):
             w = self.same.weight
             w.mul_(1.0 / w.abs().amax(dim=(1, 2, 3), keepdim=True))
         self.dil = conv(16, 7, 3, padding=2, dilation=2)  # K = 144, taps 2 apart
+        self.dil_small = conv(16, 5, 2, padding=1, dilation=2)  # K = 64: MVE's offset gathers, dilated
         self.down = conv(16, 32, 3, stride=2, padding=1)  # 5 x 4
         self.wide = conv(32, 70, 3, padding=1)  # K = 288, 70 output channels
         self.pw70 = conv(70, 64, 1)  # K = 70
@@ -79,7 +80,8 @@ class ConvPaths(nn.Module):
         v = torch.relu(self.same(u))
         f = torch.relu(self.wide(torch.relu(self.down(v))))
         h = self.deep(torch.relu(self.pw70(f))) + self.big(f)
-        return (torch.clamp(self.stem1(x), 0, 6), self.pw_s2(torch.relu(p)), self.dil(v), h, self.cancel(x))
+        return (torch.clamp(self.stem1(x), 0, 6), self.pw_s2(torch.relu(p)), self.dil(v), self.dil_small(u), h,
+                self.cancel(x))
 
 
 def _calibration(n: int) -> list[tuple[torch.Tensor]]:
@@ -97,7 +99,7 @@ def test_conv_fast_path_bit_exact_in_qemu(board: str, tmp_path: Path) -> None:
     c = compile(model, example, board, tmp_path, quant="int8", calibration=_calibration(16), progress=False,
                 io="int8")
     convs = [op for op in c.graph.ops if op.code == "CONV2D_S8"]
-    assert len(convs) == 14, [op.code for op in c.graph.ops]
+    assert len(convs) == 15, [op.code for op in c.graph.ops]
     build_firmware(tmp_path)
     g = np.random.default_rng(1)
     # Beyond the calibration range and not constant across the width.
