@@ -309,6 +309,15 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
 
 #undef TMCU_MVE_REQUANT
 
+// requant_v (fast_s8.h) of 4 channels, its hi - (hi < 0 and s < 0) as
+// hi + (hi >> 31 & s >> 31): no predicate to build from two comparisons.
+[[gnu::always_inline]] inline int32x4_t requant4(int32x4_t acc, int32x4_t m, int32x4_t s) {
+  const int32x4_t zero = vdupq_n_s32(0);
+  const int32x4_t hi = vqrdmulhq_s32(vqshlq_s32(acc, vmaxq_s32(s, zero)), m);
+  const int32x4_t t = vaddq_s32(hi, vandq_s32(vshrq_n_s32(hi, 31), vshrq_n_s32(s, 31)));
+  return vrshlq_s32(t, vminq_s32(s, zero));
+}
+
 // requant_v (fast_s8.h) of one channel's 4 pixels (scalar multiplier, shift
 // and bias), clamped, stored to the pixels' outputs o + offsets (the first
 // np of them).
@@ -465,8 +474,8 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
             v = vldrwq_s32(t4);
           }
           const mve_pred16_t pc = vctp32q(static_cast<uint32_t>(nj));
-          const int32x4_t r = requant_v(vaddq_s32(v, vldrwq_gather_shifted_offset_z_s32(tbl + 3 * j, every3, pc)), vldrwq_z_s32(mc + j, pc),
-                                        vldrwq_z_s32(sc + j, pc));
+          const int32x4_t r = requant4(vaddq_s32(v, vldrwq_gather_shifted_offset_z_s32(tbl + 3 * j, every3, pc)),
+                                       vldrwq_z_s32(mc + j, pc), vldrwq_z_s32(sc + j, pc));
           vstrbq_p_s32(o + i * out_c + j, clamp_v(r, quant), pc);
         }
       }
