@@ -175,7 +175,7 @@ template <bool kSums>
 #undef TMCU_MVE_ROW
 #undef TMCU_MVE_DOTS4
 
-// The GEMM of one group of 4 pixels against count pairs of output channels,
+// The GEMM of one group of 4 pixels against pairs of output channels,
 // each pair's dot products followed by their requantization, in one asm
 // loop. The 8 accumulators must be even registers (VMLADAVA takes no
 // others): r0, r2, ..., r12 and lr, which leaves GCC nothing for the loop
@@ -196,11 +196,11 @@ struct PairArgs {
   int32_t lo, hi, off;  // 20, 24, 28: the clamp (OutQuant)
   int8_t* o;            // 32: the first pixel's output at the first channel
   int32_t lead;         // 36
-  int32_t count;        // 40: channel pairs
-  int32_t unused;       // 44
+  const int32_t* tbl_end;  // 40: tbl after the last pair
+  int32_t unused;          // 44
   uint32_t offsets[4];  // 48: the 4 pixels' output offsets (i * out_c)
 };
-static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && offsetof(PairArgs, offsets) == 48,
+static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, tbl_end) == 40 && offsetof(PairArgs, offsets) == 48,
               "the asm's offsets");
 
 // One channel's requantization: q (sums + bias) by multiplier and shift,
@@ -297,9 +297,8 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
       "adds %[t], %[t], #1\n\t"
       "ldr r0, [%[a], #36]\n\t"
       "sub %[w1], %[w1], r0\n\t"
-      "ldr %[n], [%[a], #40]\n\t"
-      "subs %[n], %[n], #1\n\t"
-      "str %[n], [%[a], #40]\n\t"
+      "ldr r0, [%[a], #40]\n\t"
+      "cmp r6, r0\n\t"
       "bne 5b\n"
       : [x] "=&r"(x), [w0] "=&r"(w0), [w1] "=&r"(w1), [t] "=&r"(t), [n] "=&r"(n)
       : [a] "r"(a)
@@ -498,7 +497,7 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, count) == 40 && 
         args.w = wl;
         args.tbl = tbl;
         args.o = o;
-        args.count = ocn >> 1;
+        args.tbl_end = tbl + 6 * (ocn >> 1);
         pairs(&args);
       }
       if (ocn & 1) {
