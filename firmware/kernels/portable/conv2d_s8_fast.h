@@ -1,15 +1,37 @@
-// Fast paths of conv2d_s8 and depthwise_conv2d_s8 (see fast_s8.h), included
-// by conv2d_s8.cc only (each kernel file compiles on its own).
+// Fast path of conv2d_s8 (see fast_s8.h), included by conv2d_s8.cc only
+// (each kernel file compiles on its own); dwconv_s8_fast.h uses its helpers.
+// The helpers both targets share are here, the GEMM per target in
+// conv2d_s8_fast_mve.h and conv2d_s8_fast_dsp.h, included below.
 //
 // The convolution is a GEMM: output pixel p, output channel o gets
 // sum_k patch_p[k] * w_o[k] over the K = kernel_h * kernel_w * in_c values of
-// the pixel's patch (in the weights' OHWI order). The input offset is folded
-// into a per-channel bias once per call: bias_o + input_offset * sum_k w_o[k],
-// which is exact because padded taps hold the zero point (value -offset) in
-// the patch, so every tap contributes (x + offset) * w as the reference's.
-// A 1x1 kernel without padding reads its patch in place (the pixel's
-// channels); other kernels copy it into a stack buffer first (im2col, one
-// pixel at a time, the padding filled with the zero point).
+// the pixel's patch (in the weights' OHWI order). The patches of G
+// consecutive output pixels (G = 4 while they fit the buffer) are gathered
+// into a stack buffer, interleaved chunk by chunk so that one pointer with
+// constant offsets reads all G of them; then every output channel (two at a
+// time on MVE) runs over that buffer, G accumulators per channel. 1x1
+// kernels are gathered too (a copy of the pixel's channels): it costs little
+// next to out_c channels' dot products, and the interleaving is what keeps
+// the inner loop's pointers in registers.
+//
+// MVE: chunks of 16 bytes, VMLADAVA.S8 per channel and pixel. The input
+// offset is folded into a per-channel bias once per call: bias_o +
+// input_offset * sum_k w_o[k], exact because padded taps hold the zero point
+// (value -offset), so every tap contributes (x + offset) * w as the
+// reference's. K is padded in FRONT to a multiple of 16 (lead zero bytes in
+// each patch); the first step loads the weights from lead bytes before the
+// row predicated off in those lanes (inactive lanes read no memory), so every
+// step is a whole vector and the first one initialises the accumulators. The
+// four pixels' accumulators of one channel are requantized as one vector
+// (multiplier, shift and bias are scalars) and scattered to the four pixels.
+//
+// DSP: chunks of 4 taps, stored as the halfword pairs (x0, x2), (x1, x3) with
+// the input offset already added (x + offset is within +-255), which SMLAD
+// multiplies by SXTB16 of the weights' word and of its bytes rotated by 8:
+// per channel and chunk one weight load and two extends serve G pixels of two
+// SMLADs each. Padded taps and the taps beyond K hold 0 (the zero point plus
+// the offset); the weights' last partial word is the row's last whole word
+// shifted right (no read past the row), so no weight sums are needed.
 //
 // The sums are computed in wrapping 32-bit arithmetic (the MVE and DSP
 // instructions wrap; the C parts use uint32_t): the exact accumulator fits in
@@ -22,6 +44,7 @@
 
 #if TMCU_S8_FAST
 
+#include <cstddef>
 #include <cstring>
 
 #include "requantize_s8.h"
@@ -43,12 +66,11 @@ namespace {
 
 // Output channels whose folded biases are kept on the stack at a time.
 constexpr int32_t kOcChunk = 64;
-// Output channels per GEMM block: 4 x 2 pixels keeps MVE's 8 scalar
-// accumulators and 6 pointers in registers; the DSP path's expanded halfword
-// pairs take more, and 2 x 2 leaves room for them (4 x 2 spills).
-constexpr int kBlockOc = TMCU_S8_MVE ? 4 : 2;
-// Largest im2col patch (bytes per pixel; two pixels on the stack): 3x3x64.
+// Largest patch (K, bytes per pixel) of the fast path: 3x3x64.
 constexpr int32_t kMaxPatch = 576;
+// The interleaved patch buffer: 4 pixels of kMaxPatch int8s (MVE) or 4 of
+// 288 / 2 of 576 expanded to int16 (DSP).
+constexpr int32_t kPatchBuffer = 4 * kMaxPatch;
 
 inline int32_t wrap_add(int32_t a, int32_t b) {
   return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
@@ -59,69 +81,7 @@ inline int8_t finish(int32_t acc, int32_t m, int32_t s, const s8::OutQuant& quan
   return quant(s8::requantize(acc, m, s));
 }
 
-#if TMCU_S8_MVE
-
-// acc[j][i] = sum_k x_i[k] * w_j[k] for NO weight rows K apart and NP
-// patches; 16 lanes per step, the tail predicated.
-template <int NO, int NP>
-inline void dots(const int8_t* const* x, const int8_t* w, int32_t K, int32_t (*acc)[2]) {
-  int32_t a[NO][NP];
-#pragma GCC unroll 4
-  for (int j = 0; j < NO; ++j) {
-#pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) a[j][i] = 0;
-  }
-  const int8_t* xp[NP];
-  const int8_t* wp[NO];
-#pragma GCC unroll 4
-  for (int i = 0; i < NP; ++i) xp[i] = x[i];
-#pragma GCC unroll 4
-  for (int j = 0; j < NO; ++j) wp[j] = w + j * K;
-  int32_t k = K;
-  for (; k >= 16; k -= 16) {
-    int8x16_t xv[NP];
-#pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) {
-      xv[i] = vldrbq_s8(xp[i]);
-      xp[i] += 16;
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < NO; ++j) {
-      const int8x16_t wv = vldrbq_s8(wp[j]);
-      wp[j] += 16;
-#pragma GCC unroll 4
-      for (int i = 0; i < NP; ++i) a[j][i] = vmladavaq_s8(a[j][i], xv[i], wv);
-    }
-  }
-  if (k > 0) {
-    const mve_pred16_t p = vctp8q(static_cast<uint32_t>(k));
-    int8x16_t xv[NP];
-#pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) xv[i] = vldrbq_z_s8(xp[i], p);
-#pragma GCC unroll 4
-    for (int j = 0; j < NO; ++j) {
-      const int8x16_t wv = vldrbq_z_s8(wp[j], p);
-#pragma GCC unroll 4
-      for (int i = 0; i < NP; ++i) a[j][i] = vmladavaq_s8(a[j][i], xv[i], wv);
-    }
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < NO; ++j) {
-#pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) acc[j][i] = a[j][i];
-  }
-}
-
-inline int32_t weight_sum(const int8_t* w, int32_t K) {
-  int32_t s = 0;
-  for (int32_t k = 0; k < K; k += 16) {
-    s = vaddvaq_s8(s, vldrbq_z_s8(w + k, vctp8q(static_cast<uint32_t>(K - k))));
-  }
-  return s;
-}
-
-#else  // DSP
-
+#if !TMCU_S8_MVE
 // Bytes 1 and 3 of v sign-extended to halfwords: SXTB16 with its rotation,
 // which GCC does not fold from a rotate and has no ACLE intrinsic for.
 inline int16x2_t sxtb16_ror8(int32_t v) {
@@ -129,6 +89,7 @@ inline int16x2_t sxtb16_ror8(int32_t v) {
   __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
   return r;
 }
+#endif
 
 inline int32_t load32(const int8_t* p) {
   int32_t v;
@@ -136,219 +97,127 @@ inline int32_t load32(const int8_t* p) {
   return v;
 }
 
-// As the MVE dots: four int8s per step, SMLAD on the even and the odd bytes
-// sign-extended to halfword pairs (the same pairing in x and w, so the sum is
-// the dot product), the K % 4 tail in C.
-template <int NO, int NP>
-inline void dots(const int8_t* const* x, const int8_t* w, int32_t K, int32_t (*acc)[2]) {
-  int32_t a[NO][NP];
-  #pragma GCC unroll 4
-  for (int j = 0; j < NO; ++j) {
-    #pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) a[j][i] = 0;
-  }
-  int32_t k = 0;
-  for (; k + 4 <= K; k += 4) {
-    int16x2_t xe[NP], xo[NP];
-    #pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) {
-      const int32_t v = load32(x[i] + k);
-      xe[i] = __sxtb16(v);
-      xo[i] = sxtb16_ror8(v);
-    }
-    #pragma GCC unroll 4
-    for (int j = 0; j < NO; ++j) {
-      const int32_t v = load32(w + j * K + k);
-      const int16x2_t we = __sxtb16(v);
-      const int16x2_t wo = sxtb16_ror8(v);
-      #pragma GCC unroll 4
-      for (int i = 0; i < NP; ++i) {
-        a[j][i] = __smlad(xe[i], we, a[j][i]);
-        a[j][i] = __smlad(xo[i], wo, a[j][i]);
+// Output pixels in memory order (n, oy, ox) and where their windows start.
+struct PixelWalk {
+  Shape4 out;
+  int32_t stride_h, stride_w, pad_top, pad_left;
+  int32_t n = 0, oy = 0, ox = 0;
+  void next() {
+    if (++ox == out.w) {
+      ox = 0;
+      if (++oy == out.h) {
+        oy = 0;
+        ++n;
       }
     }
   }
-  for (; k < K; ++k) {
-    #pragma GCC unroll 4
-    for (int j = 0; j < NO; ++j) {
-      #pragma GCC unroll 4
-      for (int i = 0; i < NP; ++i) a[j][i] = wrap_add(a[j][i], x[i][k] * w[j * K + k]);
-    }
-  }
-  #pragma GCC unroll 4
-  for (int j = 0; j < NO; ++j) {
-    #pragma GCC unroll 4
-    for (int i = 0; i < NP; ++i) acc[j][i] = a[j][i];
-  }
-}
+  int32_t iy0() const { return oy * stride_h - pad_top; }
+  int32_t ix0() const { return ox * stride_w - pad_left; }
+};
 
-inline int32_t weight_sum(const int8_t* w, int32_t K) {
-  int32_t s = 0;
-  int32_t k = 0;
-  const int32_t ones = 0x00010001;
-  for (; k + 4 <= K; k += 4) {
-    const int32_t v = load32(w + k);
-    s = __smlad(__sxtb16(v), ones, s);
-    s = __smlad(sxtb16_ror8(v), ones, s);
-  }
-  for (; k < K; ++k) s += w[k];
-  return s;
-}
-
-#endif
-
-// NO output channels [oc, oc + NO) of NP pixels: dots, folded bias,
-// requantization, stores. bfull and the output pointers are indexed from oc.
-template <int NO, int NP>
-inline void block(const int8_t* const* x, const int8_t* w, int32_t K, const int32_t* bfull,
-                  const int32_t* multiplier, const int32_t* shift, int8_t* const* o,
-                  const s8::OutQuant& quant, bool vector_requant) {
-  int32_t acc[NO][2];
-  dots<NO, NP>(x, w, K, acc);
-#if TMCU_S8_MVE
-  if constexpr (NO == 4) {
-    if (vector_requant) {
-      const int32x4_t b = vldrwq_s32(bfull);
-      const int32x4_t m = vldrwq_s32(multiplier);
-      const int32x4_t s = vldrwq_s32(shift);
-      #pragma GCC unroll 4
-      for (int i = 0; i < NP; ++i) {
-        int32_t col[4] = {acc[0][i], acc[1][i], acc[2][i], acc[3][i]};
-        const int32x4_t v = vaddq_s32(vldrwq_s32(col), b);
-        vstrbq_s32(o[i], clamp_v(requant_v(v, m, s), quant));
-      }
-      return;
-    }
-  }
-#else
-  (void)vector_requant;
-#endif
-  #pragma GCC unroll 4
-  for (int i = 0; i < NP; ++i) {
-    #pragma GCC unroll 4
-    for (int j = 0; j < NO; ++j) {
-      o[i][j] = finish(wrap_add(acc[j][i], bfull[j]), multiplier[j], shift[j], quant);
-    }
-  }
-}
-
-inline void copy_bytes(int8_t* dst, const int8_t* src, int32_t n) {
-  if (n >= 16) {
-    std::memcpy(dst, src, static_cast<size_t>(n));
-    return;
-  }
-  for (int32_t i = 0; i < n; ++i) dst[i] = src[i];
-}
-
-inline void fill_bytes(int8_t* dst, int8_t v, int32_t n) {
-  for (int32_t i = 0; i < n; ++i) dst[i] = v;
-}
-
-// The patch of the output pixel whose window starts at (iy0, ix0), in OHWI
-// order, taps outside the input filled with pad.
-inline void im2col(const int8_t* in_n, Shape4 in_shape, int32_t kernel_h, int32_t kernel_w, int32_t dil_h,
-            int32_t dil_w, int32_t iy0, int32_t ix0, int8_t pad, int8_t* patch) {
+// The patch of the pixel whose window starts at (iy0, ix0), in OHWI order,
+// into sink (put: copy n bytes to patch index k; fill: n bytes of v), the
+// taps outside the input filled with pad. With dilation_w 1 a kernel row is
+// one run of kernel_w * C bytes in the input, cut where it leaves the input.
+template <class Sink>
+inline void gather(Sink& sink, const int8_t* in_n, Shape4 in_shape, int32_t kernel_h, int32_t kernel_w,
+                   int32_t dil_h, int32_t dil_w, int32_t iy0, int32_t ix0, int8_t pad) {
   const int32_t c = in_shape.c;
   const int32_t row = kernel_w * c;
-  for (int32_t ky = 0; ky < kernel_h; ++ky, patch += row) {
+  int32_t kx0, kx1;
+  s8::tap_range(ix0, in_shape.w, kernel_w, dil_w, &kx0, &kx1);
+  int32_t k = 0;
+  for (int32_t ky = 0; ky < kernel_h; ++ky, k += row) {
     const int32_t iy = iy0 + ky * dil_h;
-    if (iy < 0 || iy >= in_shape.h) {
-      fill_bytes(patch, pad, row);
+    if (iy < 0 || iy >= in_shape.h || kx0 >= kx1) {
+      sink.fill(k, pad, row);
       continue;
     }
-    const int8_t* x = in_n + iy * in_shape.w * c;
-    if (dil_w == 1 && ix0 >= 0 && ix0 + kernel_w <= in_shape.w) {
-      copy_bytes(patch, x + ix0 * c, row);
+    const int8_t* x = in_n + (iy * in_shape.w + ix0) * c;
+    if (dil_w == 1) {
+      if (kx0 > 0) sink.fill(k, pad, kx0 * c);
+      sink.put(k + kx0 * c, x + kx0 * c, (kx1 - kx0) * c);
+      if (kx1 < kernel_w) sink.fill(k + kx1 * c, pad, (kernel_w - kx1) * c);
       continue;
     }
     for (int32_t kx = 0; kx < kernel_w; ++kx) {
-      const int32_t ix = ix0 + kx * dil_w;
-      if (ix < 0 || ix >= in_shape.w) {
-        fill_bytes(patch + kx * c, pad, c);
+      if (kx < kx0 || kx >= kx1) {
+        sink.fill(k + kx * c, pad, c);
       } else {
-        copy_bytes(patch + kx * c, x + ix * c, c);
+        sink.put(k + kx * c, x + kx * dil_w * c, c);
       }
     }
+  }
+}
+
+// The arguments every block needs.
+struct Conv {
+  const int8_t* in;
+  Shape4 in_shape, out_shape;
+  const int8_t* w;
+  int32_t kernel_h, kernel_w, K;
+  const int32_t *bias, *multiplier, *shift;
+  int8_t* out;
+  const QuantConvParams* p;
+  bool direct;  // 1x1, no padding: the patch is the pixel's channels
+  int8_t pad;
+};
+
+// Fills slot (one pixel of the buffer) from the pixel at walk.
+template <class Sink>
+inline void gather_pixel(const Conv& cv, const PixelWalk& at, Sink& sink) {
+  const Shape4 s = cv.in_shape;
+  const int8_t* in_n = cv.in + at.n * s.h * s.w * s.c;
+  if (cv.direct) {
+    sink.put(0, in_n + (at.oy * cv.p->stride_h * s.w + at.ox * cv.p->stride_w) * s.c, s.c);
+  } else {
+    gather(sink, in_n, s, cv.kernel_h, cv.kernel_w, cv.p->dilation_h, cv.p->dilation_w, at.iy0(), at.ix0(),
+           cv.pad);
   }
 }
 
 }  // namespace
+}  // namespace fast
+}  // namespace portable
+}  // namespace torchmcu
 
-[[gnu::noinline]] inline bool conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h, int32_t kernel_w,
-                      const int32_t* bias, const int32_t* multiplier, const int32_t* shift, int8_t* out,
-                      Shape4 out_shape, const QuantConvParams& p) {
-  const int32_t in_c = in_shape.c, out_c = out_shape.c;
-  const int32_t K = kernel_h * kernel_w * in_c;
-  const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
-  const int32_t in_off = p.input_offset;
+// The GEMM itself, per target (still under this file's optimize pragma).
+#if TMCU_S8_MVE
+#include "conv2d_s8_fast_mve.h"
+#else
+#include "conv2d_s8_fast_dsp.h"
+#endif
+
+namespace torchmcu {
+namespace portable {
+namespace fast {
+
+[[gnu::noinline]] inline bool conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                                        int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
+                                        const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p) {
+  const int32_t K = kernel_h * kernel_w * in_shape.c;
   // In place: each output pixel reads input pixel (oy * stride, ox * stride).
   const bool direct = kernel_h == 1 && kernel_w == 1 && p.pad_top == 0 && p.pad_left == 0 &&
-                      (out_shape.h - 1) * stride_h < in_shape.h && (out_shape.w - 1) * stride_w < in_shape.w;
-  // The pad value -in_off must be an int8 (a zero point) for the patch.
-  if (!direct && (K > kMaxPatch || in_off < -127 || in_off > 128)) return false;
-  const int8_t pad = static_cast<int8_t>(-in_off);
-  const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
+                      (out_shape.h - 1) * p.stride_h < in_shape.h && (out_shape.w - 1) * p.stride_w < in_shape.w;
+  // The pad value -input_offset must be an int8 (a zero point).
+  if (K > kMaxPatch || p.input_offset < -127 || p.input_offset > 128) return false;
+  const Conv cv{in, in_shape, out_shape, w, kernel_h, kernel_w, K, bias, multiplier, shift, out, &p, direct,
+                static_cast<int8_t>(-p.input_offset)};
+  alignas(8) int8_t buf[kPatchBuffer];
 #if TMCU_S8_MVE
-  const bool vector_requant = requant_vector_ok(multiplier, shift, out_c);
+  // Every channel requantized by requant_v (the compiler's multipliers
+  // always are); others take the generic kernel.
+  if (!requant_vector_ok(multiplier, shift, out_shape.c)) return false;
+  run(cv, buf);
 #else
-  const bool vector_requant = false;
-#endif
-  const int32_t pixels = out_shape.n * out_shape.h * out_shape.w;
-  const int32_t image = out_shape.h * out_shape.w;
-  int32_t bfull[kOcChunk];
-  int8_t patch[2][kMaxPatch];
-
-  for (int32_t oc0 = 0; oc0 < out_c; oc0 += kOcChunk) {
-    const int32_t ocn = out_c - oc0 < kOcChunk ? out_c - oc0 : kOcChunk;
-    for (int32_t j = 0; j < ocn; ++j) {
-      const int32_t b = bias ? bias[oc0 + j] : 0;
-      bfull[j] = wrap_add(b, static_cast<int32_t>(static_cast<uint32_t>(in_off) *
-                                                   static_cast<uint32_t>(weight_sum(w + (oc0 + j) * K, K))));
-    }
-    for (int32_t px = 0; px < pixels; px += 2) {
-      const int32_t np = pixels - px < 2 ? pixels - px : 2;
-      const int8_t* x[2];
-      int8_t* o[2];
-      for (int32_t i = 0; i < np; ++i) {
-        const int32_t q = px + i;
-        const int32_t n = q / image;
-        const int32_t oy = (q - n * image) / out_shape.w;
-        const int32_t ox = q - n * image - oy * out_shape.w;
-        const int8_t* in_n = in + n * in_shape.h * in_shape.w * in_c;
-        if (direct) {
-          x[i] = in_n + (oy * stride_h * in_shape.w + ox * stride_w) * in_c;
-        } else {
-          im2col(in_n, in_shape, kernel_h, kernel_w, p.dilation_h, p.dilation_w, oy * stride_h - p.pad_top,
-                 ox * stride_w - p.pad_left, pad, patch[i]);
-          x[i] = patch[i];
-        }
-        o[i] = out + q * out_c + oc0;
-      }
-      const int8_t* wc = w + oc0 * K;
-      int32_t j = 0;
-      if (np == 2) {
-        for (; j + kBlockOc <= ocn; j += kBlockOc) {
-          int8_t* oj[2] = {o[0] + j, o[1] + j};
-          block<kBlockOc, 2>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant,
-                      vector_requant);
-        }
-        for (; j < ocn; ++j) {
-          int8_t* oj[2] = {o[0] + j, o[1] + j};
-          block<1, 2>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant, false);
-        }
-      } else {
-        for (; j + kBlockOc <= ocn; j += kBlockOc) {
-          int8_t* oj[1] = {o[0] + j};
-          block<kBlockOc, 1>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant,
-                      vector_requant);
-        }
-        for (; j < ocn; ++j) {
-          int8_t* oj[1] = {o[0] + j};
-          block<1, 1>(x, wc + j * K, K, bfull + j, multiplier + oc0 + j, shift + oc0 + j, oj, quant, false);
-        }
-      }
-    }
+  int8_t linear[kMaxPatch + 4];
+  // Expanded patches take 2 bytes per tap: 4 pixels up to K = 288.
+  if (((K + 3) & ~3) * 2 * 4 <= kPatchBuffer) {
+    run<4>(cv, buf, linear);
+  } else {
+    run<2>(cv, buf, linear);
   }
+#endif
   return true;
 }
 

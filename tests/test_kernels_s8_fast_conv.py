@@ -1,0 +1,132 @@
+"""The int8 conv2d fast path (firmware/kernels/portable/conv2d_s8_fast.h: a GEMM of
+2 output channels x 4 pixels with VMLADAVA on the M55, 1 x 4 or 1 x 2 with SMLAD on
+the DSP targets, over an interleaved im2col buffer) bit for bit against the NumPy
+reference, in QEMU on the M4 (mps2-an386), the M33 (mps2-an505) and the M55
+(mps3-an547), and against the same firmware built with the generic kernels.
+
+The shapes are the ones the fast path treats differently: K = kh * kw * C of
+1, 2, 8, 13, 20, 27, 70, 144, 288, 576 (MVE: lead bytes 15 down to 0, one
+chunk to 36; DSP: tails of 1 to 3 taps, the weights' tail word from bytes when
+K < 4, 4 pixels up to K = 288 and 2 beyond), 1x1 kernels read in place (strided
+too, with a tail: copied first), padding on every side, stride 2, dilation 2
+(the per-tap gather; MVE's gathers by offsets for K <= 64), pixel counts that are no multiple of 4 (the last group
+of 1 to 3 pixels) and a batch of 2, odd output channel counts (MVE's single
+channel block), 70 output channels (two chunks of folded biases), a K = 630
+conv (beyond the buffer: the generic kernel next to fast ones), ReLUs (zero
+point -128: the pad value -128), a conv whose channels share one multiplier
+(per-tensor in effect) and an output whose multipliers exceed 1 (positive
+shifts: its calibration cancels the taps, its test inputs do not).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import needs_arm_gcc, needs_qemu
+from torch import nn
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.compiler import compile
+from torchmcu.sim import runner
+
+N, H, W = 2, 17, 13
+
+
+class ConvPaths(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(7)
+
+        def conv(*args, **kw) -> nn.Conv2d:
+            c = nn.Conv2d(*args, **kw)
+            with torch.no_grad():
+                c.weight.copy_(torch.randn(c.weight.shape, generator=g) / (c.weight[0].numel() ** 0.5))
+                c.bias.copy_(torch.randn(c.bias.shape, generator=g) * 0.1)
+            return c
+
+        self.expand = conv(1, 3, 1)  # K = 1
+        self.stem3 = conv(3, 8, 3, stride=2, padding=1)  # K = 27: 9 x 7 = 63 pixels per image
+        self.stem1 = conv(1, 11, (5, 4), stride=2, padding=(2, 1))  # K = 20, 9 x 6 = 54 pixels
+        self.pw = conv(8, 13, 1)  # K = 8, 13 output channels
+        self.pw_s2 = conv(13, 5, 1, stride=2)  # K = 13 in place, strided: 5 x 4
+        self.up = conv(13, 16, 1)
+        self.same = conv(16, 16, 3, padding=1)  # K = 144, one multiplier for all channels
+        with torch.no_grad():  # every channel's largest |w| equal: equal weight scales
+            w = self.same.weight
+            w.mul_(1.0 / w.abs().amax(dim=(1, 2, 3), keepdim=True))
+        self.dil = conv(16, 7, 3, padding=2, dilation=2)  # K = 144, taps 2 apart
+        self.dil_small = conv(16, 5, 2, padding=1, dilation=2)  # K = 64: MVE's offset gathers, dilated
+        self.down = conv(16, 32, 3, stride=2, padding=1)  # 5 x 4
+        self.wide = conv(32, 70, 3, padding=1)  # K = 288, 70 output channels
+        self.pw70 = conv(70, 64, 1)  # K = 70
+        self.deep = conv(64, 9, 3, padding=1)  # K = 576
+        self.big = conv(70, 9, 3, padding=1)  # K = 630: the generic kernel
+        # Taps +a and -a across the width; calibration inputs are constant
+        # across the width, so the output scale is the quantizer's floor and
+        # the larger a's multipliers exceed 1 (positive shifts). K = 2.
+        self.cancel = nn.Conv2d(1, 6, (1, 2), bias=True)
+        with torch.no_grad():
+            a = torch.linspace(0.05, 16.0, 6)
+            self.cancel.weight.copy_(torch.stack([a, -a], 1).reshape(6, 1, 1, 2))
+            self.cancel.bias.copy_(torch.linspace(-3e-5, 3e-5, 6))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        s = torch.relu(self.stem3(torch.relu(self.expand(x))))
+        p = self.pw(s)
+        u = torch.relu(self.up(p))
+        v = torch.relu(self.same(u))
+        f = torch.relu(self.wide(torch.relu(self.down(v))))
+        h = self.deep(torch.relu(self.pw70(f))) + self.big(f)
+        return (torch.clamp(self.stem1(x), 0, 6), self.pw_s2(torch.relu(p)), self.dil(v), self.dil_small(u), h,
+                self.cancel(x))
+
+
+def _calibration(n: int) -> list[tuple[torch.Tensor]]:
+    g = np.random.default_rng(0)
+    rows = g.uniform(0.0, 3.0, size=(n, N, 1, H, 1)).astype(np.float32)
+    return [(torch.from_numpy(np.repeat(r, W, axis=-1)),) for r in rows]
+
+
+@needs_qemu
+@needs_arm_gcc
+@pytest.mark.parametrize("board", ["mps2-an386", "mps2-an505", "mps3-an547"])
+def test_conv_fast_path_bit_exact_in_qemu(board: str, tmp_path: Path) -> None:
+    model = ConvPaths().eval()
+    example = (torch.zeros(N, 1, H, W),)
+    c = compile(model, example, board, tmp_path, quant="int8", calibration=_calibration(16), progress=False,
+                io="int8")
+    convs = [op for op in c.graph.ops if op.code == "CONV2D_S8"]
+    assert len(convs) == 15, [op.code for op in c.graph.ops]
+    build_firmware(tmp_path)
+    g = np.random.default_rng(1)
+    # Beyond the calibration range and not constant across the width.
+    x = g.uniform(-1.0, 4.0, size=(3, N, 1, H, W)).astype(np.float32)
+    res = runner.run(tmp_path, [x], sim="qemu", profile=True)
+    assert res.exit_code == 0, res.raw[-1000:]
+    meta = runner.load_meta(tmp_path)
+    expected, tol = runner.expected(tmp_path, runner.split_samples(meta, [x]))
+    assert tol is None
+    mismatch, _ = runner.compare(res.outputs, expected, tol)
+    assert mismatch is None, str(mismatch)
+    # The last output saturates somewhere (its multipliers exceed 1).
+    assert (np.abs(res.outputs[-1].astype(np.int32)) >= 127).any()
+    # The fast path ran: the generic kernels (-DTMCU_S8_GENERIC) give the same
+    # outputs and cost far more in every convolution but the K = 630 one.
+    report = json.loads((tmp_path / "report.json").read_text())
+    ops = [(i, op) for i, op in enumerate(report["ops"]) if op["kind"] == "conv2d"]
+    build_firmware(tmp_path, opt="-Os -DTMCU_S8_GENERIC")
+    generic = runner.run(tmp_path, [x], sim="qemu", profile=True)
+    assert generic.exit_code == 0, generic.raw[-1000:]
+    for a, b in zip(res.outputs, generic.outputs):
+        np.testing.assert_array_equal(a, b)
+    fast_k, slow_k = res.kernel_instructions(), generic.kernel_instructions()
+    lines = []
+    for i, op in ops:
+        lines.append(f"{op['name']}: {op.get('macs', 0):,} MACs, {fast_k[i]:,} fast, {slow_k[i]:,} generic")
+        if op.get("macs", 0) == 9 * 70 * 9 * 20 * N:  # K = 630: generic either way
+            continue
+        assert fast_k[i] < 0.7 * slow_k[i], lines[-1]
+    print(f"{board}:\n  " + "\n  ".join(lines))
