@@ -23,19 +23,14 @@ reads its own inputs and writes its own output; random int8 inputs.
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
 from conftest import needs_arm_gcc, needs_qemu
-from test_runtime_features import Builder
+from test_runtime_features import Builder, build_dir
 from torchmcu import reference as ref
-from torchmcu.boards import load_board
-from torchmcu.builder import kernel_table
 from torchmcu.builder.firmware import build_firmware
-from torchmcu.compiler import choose_arena_memory
 from torchmcu.program import serialize
-from torchmcu.program.c_api import IoTensor, api_sources
 from torchmcu.program.interpret import run_reference
 from torchmcu.sim import runner
 
@@ -175,47 +170,6 @@ def add_add(b: Builder, a: Arena, case) -> tuple[list[int], int]:
     return [x, y], out
 
 
-def firmware_dir(tmp_path, tree: dict, pte: bytes, board: str):
-    """What `torchmcu compile` writes, as far as `build` and `run` need it (as
-    test_runtime_features.build_dir, with the arena in a memory of the board
-    and the model's C API sources)."""
-    out = tmp_path / "build"
-    out.mkdir()
-    (out / "model.pte").write_bytes(pte)
-    h, c = serialize.model_pte_sources(pte)
-    (out / "model_pte.h").write_text(h)
-    (out / "model_pte.c").write_text(c)
-    size = tree["arenas"][0]["size"]
-    arenas = [serialize.ArenaSpec(choose_arena_memory(load_board(board), size), size)]
-    h, c = serialize.model_arena_sources(arenas)
-    (out / "model_arenas.h").write_text(h)
-    (out / "model_arenas.c").write_text(c)
-    codes = sorted({op["code"] for op in tree["ops"]})
-    (out / "kernel_table.cc").write_text(kernel_table.kernel_table_source(codes))
-    (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
-
-    def io(t: int) -> IoTensor:
-        d = tree["tensors"][t]
-        return IoTensor(d["name"], tuple(d["dims"]), tuple(range(len(d["dims"]))), "int8", d["scale"],
-                        d["zero_point"])
-
-    h, c = api_sources(serialize.DEFAULT_SYMBOL, [io(t) for t in tree["inputs"]], [io(t) for t in tree["outputs"]],
-                       {"board": board, "quant": "int8", "arena_bytes": size,
-                        "program_bytes": len(serialize.device_image(pte))})
-    (out / f"{serialize.DEFAULT_SYMBOL}.h").write_text(h)
-    (out / f"{serialize.DEFAULT_SYMBOL}.cc").write_text(c)
-
-    def meta(t: int) -> dict:
-        d = tree["tensors"][t]
-        return {"name": d["name"], "shape": d["dims"], "dtype": "int8", "scale": d["scale"],
-                "zero_point": d["zero_point"]}
-
-    (out / "model.json").write_text(json.dumps({
-        "board": board, "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size}
-                                   for a in arenas],
-        "inputs": [meta(t) for t in tree["inputs"]], "outputs": [meta(t) for t in tree["outputs"]],
-        "quant": "int8", "float_tolerance": {"rtol": 1e-5, "atol_scale": 1e-5}}))
-    return out
 
 
 # (name, x dims NHWC, kernel, stride, pad (top, left, bottom, right), options, act)
@@ -307,7 +261,7 @@ def test_the_reference_outputs_are_not_trivial() -> None:
 @pytest.mark.parametrize("board", BOARDS)
 def test_linear_and_add_fast_paths_bit_exact_in_qemu(board: str, tmp_path) -> None:
     tree, pte = program()
-    out = firmware_dir(tmp_path, tree, pte, board)
+    out = build_dir(tmp_path, tree, pte, board)
     build_firmware(out)
     xs = samples(tree)
     res = runner.run(out, [np.stack([s[k] for s in xs]) for k in range(len(tree["inputs"]))], sim="qemu",

@@ -28,8 +28,11 @@ import numpy as np
 import pytest
 from conftest import needs_arm_gcc, needs_qemu
 from torchmcu import reference as ref
+from torchmcu.boards import load_board
 from torchmcu.builder import kernel_table
+from torchmcu.compiler import choose_arena_memory
 from torchmcu.program import serialize
+from torchmcu.program.c_api import IoTensor, api_sources
 from torchmcu.program.interpret import Interpreter, run_reference
 from torchmcu.sim import runner
 
@@ -177,16 +180,18 @@ def test_float_unary_and_binary_in_place(host_runner: Path, tmp_path: Path) -> N
     np.testing.assert_allclose(outs[0][0], np.maximum(sig, sig + ys), rtol=1e-6, atol=1e-6)
 
 
-def build_dir(tmp_path: Path, tree: dict, pte: bytes, board: str) -> Path:
-    """A build directory (what `torchmcu compile` writes, as far as `build` and
-    `run` need it) for a hand-built program."""
+def build_dir(tmp_path, tree: dict, pte: bytes, board: str):
+    """A build directory for a hand-built program: what `torchmcu compile`
+    writes, as far as `build` and `run` need it (the arena in a memory of
+    the board, the model's C API sources)."""
     out = tmp_path / "build"
     out.mkdir()
     (out / "model.pte").write_bytes(pte)
     h, c = serialize.model_pte_sources(pte)
     (out / "model_pte.h").write_text(h)
     (out / "model_pte.c").write_text(c)
-    arenas = [serialize.ArenaSpec("dtcm", a["size"]) for a in tree["arenas"]]
+    size = tree["arenas"][0]["size"]
+    arenas = [serialize.ArenaSpec(choose_arena_memory(load_board(board), size), size)]
     h, c = serialize.model_arena_sources(arenas)
     (out / "model_arenas.h").write_text(h)
     (out / "model_arenas.c").write_text(c)
@@ -194,18 +199,27 @@ def build_dir(tmp_path: Path, tree: dict, pte: bytes, board: str) -> Path:
     (out / "kernel_table.cc").write_text(kernel_table.kernel_table_source(codes))
     (out / "kernels.txt").write_text("".join(f"{c}\n" for c in codes))
 
-    def io(t: int) -> dict:
+    def io(t: int) -> IoTensor:
         d = tree["tensors"][t]
-        meta = {"name": d["name"], "shape": d["dims"], "dtype": "float32"}
-        if d["dtype"] == "I8":
-            meta.update(dtype="int8", scale=d["scale"], zero_point=d["zero_point"])
-        return meta
+        return IoTensor(d["name"], tuple(d["dims"]), tuple(range(len(d["dims"]))), "int8", d["scale"],
+                        d["zero_point"])
 
-    meta = {"board": board, "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size}
-                                       for a in arenas],
-            "inputs": [io(t) for t in tree["inputs"]], "outputs": [io(t) for t in tree["outputs"]],
-            "quant": "int8", "float_tolerance": {"rtol": 1e-5, "atol_scale": 1e-5}}
-    (out / "model.json").write_text(json.dumps(meta))
+    h, c = api_sources(serialize.DEFAULT_SYMBOL, [io(t) for t in tree["inputs"]], [io(t) for t in tree["outputs"]],
+                       {"board": board, "quant": "int8", "arena_bytes": size,
+                        "program_bytes": len(serialize.device_image(pte))})
+    (out / f"{serialize.DEFAULT_SYMBOL}.h").write_text(h)
+    (out / f"{serialize.DEFAULT_SYMBOL}.cc").write_text(c)
+
+    def meta(t: int) -> dict:
+        d = tree["tensors"][t]
+        return {"name": d["name"], "shape": d["dims"], "dtype": "int8", "scale": d["scale"],
+                "zero_point": d["zero_point"]}
+
+    (out / "model.json").write_text(json.dumps({
+        "board": board, "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size}
+                                   for a in arenas],
+        "inputs": [meta(t) for t in tree["inputs"]], "outputs": [meta(t) for t in tree["outputs"]],
+        "quant": "int8", "float_tolerance": {"rtol": 1e-5, "atol_scale": 1e-5}}))
     return out
 
 

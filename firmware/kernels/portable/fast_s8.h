@@ -72,9 +72,17 @@ namespace fast {
 }  // namespace torchmcu
 #endif
 
-// conv2d_s8_fast.h: fast::conv2d_s8 (one group, a patch of at most kMaxPatch
-// bytes, or a 1x1 kernel without padding: a GEMM of 4 (MVE) or 2 (DSP) output channels by 2
-// output pixels per inner loop) and fast::depthwise_conv2d_s8 (depth
-// multiplier 1: channels across the MVE lanes, or 4 per SMLABB/SMLATT step).
+// Where the fast paths are:
+// - conv2d_s8_fast.h (+ _mve.h, _dsp.h): fast::conv2d_s8, patches of up to
+//   576 bytes copied into a 4-pixel interleaved buffer; a GEMM of 2 output
+//   channels x 4 pixels (MVE VMLADAVA) or 1 x 4/2 (DSP SMLAD).
+// - dwconv_s8_fast.h, dwconv_s8_rows.h: fast::depthwise_conv2d_s8, row
+//   blocked (MVE: 4 output rows per vector over gathered column windows;
+//   DSP: SMLAD on column buffers, SMMLAR requantization), else per pixel.
+// - linear_s8_fast.h: fully connected (MVE: 4 weight rows per input load;
+//   DSP: SMLAD over pre-expanded input pairs).
+// - binary_s8_fast.h: ADD of equal shapes (the smaller-scale input
+//   tabulated; MVE 16 elements per step).
+// - pool2d_s8_fast.h: average pooling (exact int16 sums).
 
 #endif  // TORCHMCU_KERNELS_PORTABLE_FAST_S8_H_
