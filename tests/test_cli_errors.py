@@ -417,3 +417,18 @@ def test_run_help_lists_the_exit_statuses(capsys) -> None:
     for needle in ["1    --check found a mismatch", "2    bad input or usage", "130  interrupted",
                    "32   InvalidProgram (0x20)", "80   BadIo (0x50)", "250  HardFault"]:
         assert needle in text
+
+
+@pytest.mark.parametrize("value", ["-0.1", "nan", "11"])
+def test_a_bad_tile_recompute_is_one_line(capsys, work: Path, value: str) -> None:
+    line = error_line(capsys, compile_argv(work, "make", "--tile-recompute", value))
+    assert "--tile-recompute" in line and "fraction of MACs" in line
+
+
+def test_no_tile_and_tile_recompute_reach_the_plan(capsys, work: Path) -> None:
+    assert cli.main(compile_argv(work, "make", "--no-tile")) == 0
+    report = json.loads((work / "out_make" / "report.json").read_text())
+    assert "tiled_runs" not in report["memory"]["aliasing"]
+    assert cli.main(compile_argv(work, "make", "--tile-recompute", "0.2")) == 0
+    report = json.loads((work / "out_make" / "report.json").read_text())
+    assert "tiled_runs" in report["memory"]["aliasing"]
