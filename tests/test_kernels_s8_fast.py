@@ -19,17 +19,15 @@ calibration range.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from conftest import needs_arm_gcc, needs_qemu
+from fast_s8_runs import calibration, conv_maker, fast_and_generic
 from torch import nn
-from torchmcu.builder.firmware import build_firmware
 from torchmcu.compiler import compile
-from torchmcu.sim import runner
 
 H, W = 13, 7  # the stem's output: 13 x 7 = 91 pixels, an odd count
 
@@ -37,14 +35,7 @@ H, W = 13, 7  # the stem's output: 13 x 7 = 91 pixels, an odd count
 class FastPaths(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        g = torch.Generator().manual_seed(19)
-
-        def conv(*args, **kw) -> nn.Conv2d:
-            c = nn.Conv2d(*args, **kw)
-            with torch.no_grad():
-                c.weight.copy_(torch.randn(c.weight.shape, generator=g) / (c.weight[0].numel() ** 0.5))
-                c.bias.copy_(torch.randn(c.bias.shape, generator=g) * 0.1)
-            return c
+        conv = conv_maker(19)
 
         self.stem = conv(1, 11, (5, 3), stride=(2, 1), padding=(2, 1))  # K = 15, in place of DS-CNN's 10x4
         self.dw = conv(11, 11, 3, padding=1, groups=11)  # 11 channels: MVE tail of 3
@@ -78,48 +69,27 @@ class FastPaths(nn.Module):
         return y, self.cancel(x)
 
 
-def _calibration(n: int) -> list[tuple[torch.Tensor]]:
-    g = np.random.default_rng(0)
-    rows = g.uniform(0.0, 3.0, size=(n, 1, 1, 2 * H - 1, 1)).astype(np.float32)
-    return [(torch.from_numpy(np.repeat(r, W, axis=-1)),) for r in rows]
-
-
 @needs_qemu
 @needs_arm_gcc
 @pytest.mark.parametrize("board", ["mps2-an386", "mps2-an505", "mps3-an547"])
 def test_fast_paths_bit_exact_in_qemu(board: str, tmp_path: Path) -> None:
     model = FastPaths().eval()
     example = (torch.zeros(1, 1, 2 * H - 1, W),)
-    c = compile(model, example, board, tmp_path, quant="int8", calibration=_calibration(16), progress=False,
+    c = compile(model, example, board, tmp_path, quant="int8", calibration=calibration(16, (1, 1, 2 * H - 1), W), progress=False,
                 io="int8")
     codes = {op.code for op in c.graph.ops}
     assert {"CONV2D_S8", "DEPTHWISE_CONV2D_S8"} <= codes, codes
-    build_firmware(tmp_path)
     g = np.random.default_rng(1)
     # Beyond the calibration range (negative values clamp to the zero point
     # -128 region), and not constant across the width.
     x = g.uniform(-1.0, 4.0, size=(4, 1, 1, 2 * H - 1, W)).astype(np.float32)
-    res = runner.run(tmp_path, [x], sim="qemu", profile=True)
-    assert res.exit_code == 0, res.raw[-1000:]
-    meta = runner.load_meta(tmp_path)
-    expected, tol = runner.expected(tmp_path, runner.split_samples(meta, [x]))
-    assert tol is None
-    mismatch, _ = runner.compare(res.outputs, expected, tol)
-    assert mismatch is None, str(mismatch)
+    ops, fast_k, slow_k, outputs = fast_and_generic(tmp_path, x)
     # The second output saturates somewhere (its multipliers exceed 1).
-    assert (np.abs(res.outputs[1].astype(np.int32)) >= 127).any()
-    # The fast paths ran: the same firmware built with the generic kernels
-    # (-DTMCU_S8_GENERIC, fast_s8.h) gives the same outputs and costs more
-    # in the ops the fast paths take (all convolutions but the K = 630 one, the
-    # ADD on the M55; the M4 and M33 run the generic ADD).
-    report = json.loads((tmp_path / "report.json").read_text())
-    fast_convs = [i for i, op in enumerate(report["ops"]) if op["kind"] in ("conv2d", "add") and op["name"] != "conv2d_7"]
-    fast = sum(res.kernel_instructions()[i] for i in fast_convs)
-    build_firmware(tmp_path, opt="-Os -DTMCU_S8_GENERIC")
-    generic = runner.run(tmp_path, [x], sim="qemu", profile=True)
-    assert generic.exit_code == 0, generic.raw[-1000:]
-    for a, b in zip(res.outputs, generic.outputs):
-        np.testing.assert_array_equal(a, b)
-    slow = sum(generic.kernel_instructions()[i] for i in fast_convs)
+    assert (np.abs(outputs[1].astype(np.int32)) >= 127).any()
+    # The fast paths ran: they cost less than the generic kernels in the ops
+    # they take (all convolutions but the K = 630 one, and the ADD).
+    fast_convs = [i for i, op in enumerate(ops) if op["kind"] in ("conv2d", "add") and op["name"] != "conv2d_7"]
+    fast = sum(fast_k[i] for i in fast_convs)
+    slow = sum(slow_k[i] for i in fast_convs)
     print(f"{board}: convolutions {fast:,} instructions fast, {slow:,} generic")
     assert fast < 0.6 * slow, (fast, slow)

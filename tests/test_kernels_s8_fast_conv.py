@@ -20,17 +20,15 @@ shifts: its calibration cancels the taps, its test inputs do not).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from conftest import needs_arm_gcc, needs_qemu
+from fast_s8_runs import calibration, conv_maker, fast_and_generic
 from torch import nn
-from torchmcu.builder.firmware import build_firmware
 from torchmcu.compiler import compile
-from torchmcu.sim import runner
 
 N, H, W = 2, 17, 13
 
@@ -38,14 +36,7 @@ N, H, W = 2, 17, 13
 class ConvPaths(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        g = torch.Generator().manual_seed(7)
-
-        def conv(*args, **kw) -> nn.Conv2d:
-            c = nn.Conv2d(*args, **kw)
-            with torch.no_grad():
-                c.weight.copy_(torch.randn(c.weight.shape, generator=g) / (c.weight[0].numel() ** 0.5))
-                c.bias.copy_(torch.randn(c.bias.shape, generator=g) * 0.1)
-            return c
+        conv = conv_maker(7)
 
         self.expand = conv(1, 3, 1)  # K = 1
         self.stem3 = conv(3, 8, 3, stride=2, padding=1)  # K = 27: 9 x 7 = 63 pixels per image
@@ -84,45 +75,25 @@ class ConvPaths(nn.Module):
                 self.cancel(x))
 
 
-def _calibration(n: int) -> list[tuple[torch.Tensor]]:
-    g = np.random.default_rng(0)
-    rows = g.uniform(0.0, 3.0, size=(n, N, 1, H, 1)).astype(np.float32)
-    return [(torch.from_numpy(np.repeat(r, W, axis=-1)),) for r in rows]
-
-
 @needs_qemu
 @needs_arm_gcc
 @pytest.mark.parametrize("board", ["mps2-an386", "mps2-an505", "mps3-an547"])
 def test_conv_fast_path_bit_exact_in_qemu(board: str, tmp_path: Path) -> None:
     model = ConvPaths().eval()
     example = (torch.zeros(N, 1, H, W),)
-    c = compile(model, example, board, tmp_path, quant="int8", calibration=_calibration(16), progress=False,
+    c = compile(model, example, board, tmp_path, quant="int8", calibration=calibration(16, (N, 1, H), W), progress=False,
                 io="int8")
     convs = [op for op in c.graph.ops if op.code == "CONV2D_S8"]
     assert len(convs) == 15, [op.code for op in c.graph.ops]
-    build_firmware(tmp_path)
     g = np.random.default_rng(1)
     # Beyond the calibration range and not constant across the width.
     x = g.uniform(-1.0, 4.0, size=(3, N, 1, H, W)).astype(np.float32)
-    res = runner.run(tmp_path, [x], sim="qemu", profile=True)
-    assert res.exit_code == 0, res.raw[-1000:]
-    meta = runner.load_meta(tmp_path)
-    expected, tol = runner.expected(tmp_path, runner.split_samples(meta, [x]))
-    assert tol is None
-    mismatch, _ = runner.compare(res.outputs, expected, tol)
-    assert mismatch is None, str(mismatch)
+    report_ops, fast_k, slow_k, outputs = fast_and_generic(tmp_path, x)
     # The last output saturates somewhere (its multipliers exceed 1).
-    assert (np.abs(res.outputs[-1].astype(np.int32)) >= 127).any()
-    # The fast path ran: the generic kernels (-DTMCU_S8_GENERIC) give the same
-    # outputs and cost far more in every convolution but the K = 630 one.
-    report = json.loads((tmp_path / "report.json").read_text())
-    ops = [(i, op) for i, op in enumerate(report["ops"]) if op["kind"] == "conv2d"]
-    build_firmware(tmp_path, opt="-Os -DTMCU_S8_GENERIC")
-    generic = runner.run(tmp_path, [x], sim="qemu", profile=True)
-    assert generic.exit_code == 0, generic.raw[-1000:]
-    for a, b in zip(res.outputs, generic.outputs):
-        np.testing.assert_array_equal(a, b)
-    fast_k, slow_k = res.kernel_instructions(), generic.kernel_instructions()
+    assert (np.abs(outputs[-1].astype(np.int32)) >= 127).any()
+    # The fast path ran: it costs far less than the generic kernels in every
+    # convolution but the K = 630 one.
+    ops = [(i, op) for i, op in enumerate(report_ops) if op["kind"] == "conv2d"]
     lines = []
     for i, op in ops:
         lines.append(f"{op['name']}: {op.get('macs', 0):,} MACs, {fast_k[i]:,} fast, {slow_k[i]:,} generic")

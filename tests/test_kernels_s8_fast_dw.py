@@ -22,17 +22,15 @@ inputs beyond the calibration range.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from conftest import needs_arm_gcc, needs_qemu
+from fast_s8_runs import calibration, conv_maker, fast_and_generic
 from torch import nn
-from torchmcu.builder.firmware import build_firmware
 from torchmcu.compiler import compile
-from torchmcu.sim import runner
 
 H, W = 25, 70  # input: the stem's stride (2, 10) makes 13 x 7; the wide branch keeps 70
 
@@ -40,14 +38,7 @@ H, W = 25, 70  # input: the stem's stride (2, 10) makes 13 x 7; the wide branch 
 class DepthwisePaths(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        g = torch.Generator().manual_seed(23)
-
-        def conv(*args, **kw) -> nn.Conv2d:
-            c = nn.Conv2d(*args, **kw)
-            with torch.no_grad():
-                c.weight.copy_(torch.randn(c.weight.shape, generator=g) / (c.weight[0].numel() ** 0.5))
-                c.bias.copy_(torch.randn(c.bias.shape, generator=g) * 0.1)
-            return c
+        conv = conv_maker(23)
 
         def dw(c: int, k, **kw) -> nn.Conv2d:
             return conv(c, kw.pop("out", c), k, groups=c, **kw)
@@ -96,12 +87,6 @@ class DepthwisePaths(nn.Module):
         return y, wide, self.cancel(x[:, :, :, :16])
 
 
-def _calibration(n: int) -> list[tuple[torch.Tensor]]:
-    g = np.random.default_rng(0)
-    rows = g.uniform(0.0, 3.0, size=(n, 2, 2, H, 1)).astype(np.float32)
-    return [(torch.from_numpy(np.repeat(r, W, axis=-1)),) for r in rows]
-
-
 # The row paths' ops: on the M55 (MVE) kernels up to 4x4 with at least 16
 # outputs per channel; on the M4 and M33 (DSP) 3x3 kernels.
 ROW_PATH = {
@@ -117,35 +102,20 @@ ROW_PATH = {
 def test_depthwise_fast_paths_bit_exact_in_qemu(board: str, tmp_path: Path) -> None:
     model = DepthwisePaths().eval()
     example = (torch.zeros(2, 2, H, W),)
-    c = compile(model, example, board, tmp_path, quant="int8", calibration=_calibration(16), progress=False,
+    c = compile(model, example, board, tmp_path, quant="int8", calibration=calibration(16, (2, 2, H), W), progress=False,
                 io="int8")
     codes = [op.code for op in c.graph.ops]
     assert codes.count("DEPTHWISE_CONV2D_S8") == 15, codes
-    build_firmware(tmp_path)
     g = np.random.default_rng(1)
     # Beyond the calibration range (negative values clamp to the zero point
     # -128 region after the ReLUs), and not constant across the width.
     x = g.uniform(-1.0, 4.0, size=(3, 2, 2, H, W)).astype(np.float32)
-    res = runner.run(tmp_path, [x], sim="qemu", profile=True)
-    assert res.exit_code == 0, res.raw[-1000:]
-    meta = runner.load_meta(tmp_path)
-    expected, tol = runner.expected(tmp_path, runner.split_samples(meta, [x]))
-    assert tol is None
-    mismatch, _ = runner.compare(res.outputs, expected, tol)
-    assert mismatch is None, str(mismatch)
+    ops, fast_k, slow_k, outputs = fast_and_generic(tmp_path, x)
     # The third output saturates somewhere (its multipliers exceed 1).
-    assert (np.abs(res.outputs[2].astype(np.int32)) >= 127).any()
-    # The fast paths ran: the same firmware built with the generic kernels
-    # gives the same outputs and costs more in the depthwise ops.
-    report = json.loads((tmp_path / "report.json").read_text())
-    names = [op["name"] for op in report["ops"]]
-    fast_ops = {op["name"]: k for op, k in zip(report["ops"], res.kernel_instructions())}
-    build_firmware(tmp_path, opt="-Os -DTMCU_S8_GENERIC")
-    generic = runner.run(tmp_path, [x], sim="qemu", profile=True)
-    assert generic.exit_code == 0, generic.raw[-1000:]
-    for a, b in zip(res.outputs, generic.outputs):
-        np.testing.assert_array_equal(a, b)
-    slow_ops = dict(zip(names, generic.kernel_instructions()))
+    assert (np.abs(outputs[2].astype(np.int32)) >= 127).any()
+    # The fast paths ran: they cost less than the generic kernels in the depthwise ops.
+    names = [op["name"] for op in ops]
+    fast_ops, slow_ops = dict(zip(names, fast_k)), dict(zip(names, slow_k))
     for name in names:
         if name.startswith("conv2d"):
             print(f"{board} {name}: {fast_ops[name]:,} instructions fast, {slow_ops[name]:,} generic")
