@@ -155,7 +155,7 @@ def test_tiling_is_on_by_default_within_its_recompute_budget(bundled, tmp_path: 
     assert not any(".band" in op.name for op in off.graph.ops)
     assert "tiled_runs" not in off.report["memory"]["aliasing"]
     macs = off.report["macs"]
-    for budget in (0.02, 0.05):
+    for budget in (0.05,):
         on = _compile(bundled, "mobilenet_v2", tmp_path / f"on{budget}", tile_recompute=budget)
         assert on.report["memory"]["aliasing"]["tiled_runs"] >= 1
         assert any(".band" in op.name for op in on.graph.ops)
