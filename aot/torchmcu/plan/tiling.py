@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import PGraph, POp
-from .lifetimes import _align, lifetimes
+from .lifetimes import live_profile
 
 SPATIAL = frozenset({
     "CONV2D_S8", "DEPTHWISE_CONV2D_S8", "MAX_POOL2D_S8", "AVG_POOL2D_S8",
@@ -128,7 +128,7 @@ def _run_ok(p: PGraph, ix: _Index, i: int, j: int) -> bool:
     y = ops[-1].outputs[0]
     if not _whole4(p, y):
         return False
-    for k, op in enumerate(ops[:-1]):
+    for op in ops[:-1]:
         t = op.outputs[0]
         b = p.tensors[t].buffer
         if not _whole4(p, t) or b in ix.io or ix.tensors_of.get(b, 0) != 1:
@@ -222,16 +222,6 @@ def _tile(p: PGraph, i: int, j: int, bands: int) -> PGraph | None:
     return q
 
 
-def _profile(p: PGraph) -> list[int]:
-    life = lifetimes(p)
-    steps = [0] * (len(p.ops) + 2)
-    for k, (lo, hi) in life.items():
-        size = _align(p.buffers[k])
-        for s in range(lo + 1, hi + 2):
-            steps[s] += size
-    return steps
-
-
 def _key(steps: list[int]) -> tuple[int, int]:
     """(peak, steps at the peak): a model with several equal peaks needs a
     run tiled for each before its peak drops."""
@@ -258,7 +248,7 @@ def tile_graph(p: PGraph, max_recompute: float = DEFAULT_MAX_RECOMPUTE) -> int:
     original = (list(p.tensors), list(p.ops), list(p.buffers))
     macs0 = sum(op.macs for op in p.ops)
     limit = macs0 * (1 + max_recompute)
-    steps = _profile(p)
+    steps = live_profile(p)
     start = key = _key(steps)
     tiled = 0
     for _ in range(MAX_ROUNDS):
@@ -281,7 +271,7 @@ def tile_graph(p: PGraph, max_recompute: float = DEFAULT_MAX_RECOMPUTE) -> int:
                     extra = sum(op.macs for op in q.ops[i:len(q.ops) - (len(p.ops) - j - 1)]) - run_macs
                     if macs + extra > limit:
                         break  # more bands recompute more
-                    qs = _profile(q)
+                    qs = live_profile(q)
                     k = _key(qs)
                     if k < key:
                         found.append((k, extra, q, qs))
