@@ -321,6 +321,7 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
                 prog, segment = serialize.program_dict(pg, mem, arenas)
                 pte = serialize.to_pte(prog, segment, crc=crc)
         (out / "model.pte").write_bytes(pte)
+        _log_program(pte, out_dir)
         h, c = serialize.model_pte_sources(pte, symbol)
         (out / "model_pte.h").write_text(h)
         (out / "model_pte.c").write_text(c)
@@ -430,6 +431,23 @@ def _check_kernels(pg: PGraph, chosen: list[Backend]) -> None:
         if op.backend.startswith("portable") and all(b.supports(pg, i) is not None for b in chosen):
             raise CompileError(f"no kernel runs {op.code} ({op.kind}) in this runtime", op=op.name,
                                source=op.source)
+
+
+def _log_program(pte: bytes, out_dir: str | Path) -> None:
+    """With TORCHMCU_PROGRAM_LOG=FILE, append the program's SHA-256 with the
+    pytest test (or the command) that compiled it: two runs of the suite,
+    before and after a refactoring, show which programs changed
+    (tools/program_hashes.py compares two logs)."""
+    import hashlib
+    import os
+
+    log = os.environ.get("TORCHMCU_PROGRAM_LOG")
+    if not log:
+        return
+    who = os.environ.get("PYTEST_CURRENT_TEST", " ".join(sys.argv)).rsplit(" (", 1)[0]
+    line = json.dumps({"test": who, "out": Path(out_dir).name, "sha256": hashlib.sha256(pte).hexdigest()})
+    with open(log, "a") as f:
+        f.write(line + "\n")
 
 
 def copy_hot_weights_into(pg: PGraph, mem: Plan, program_speed: int) -> bool:
