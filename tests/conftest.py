@@ -19,6 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 # The memory-plan picture costs a matplotlib import and a render per compile;
 # tests/test_memory.py turns it back on where it checks the picture.
 os.environ.setdefault("TORCHMCU_PLOT", "0")
+# Every compile of the suite (and of the CLI processes it starts) holds the lowering to the op table
+# (torchmcu/ops/): an op that becomes something its row does not say fails the test.
+os.environ.setdefault("TORCHMCU_CHECK_TABLE", "1")
 
 needs_qemu = pytest.mark.skipif(shutil.which("qemu-system-arm") is None,
                                 reason="qemu-system-arm not installed (make setup installs it)")

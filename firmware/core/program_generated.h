@@ -116,6 +116,9 @@ enum class OpCode : uint16_t {
   SOFTMAX_MASKED_S8 = 100,
   SOFTMAX_MASKED_S16 = 101,
   BATCH_MATMUL_S16 = 102,
+  GROUP_NORM_F32 = 103,
+  GROUP_NORM_S8 = 104,
+  GROUP_NORM_S16 = 105,
   LSTM_F32 = 110,
   GRU_F32 = 111,
   RNN_F32 = 112,
@@ -165,6 +168,8 @@ enum class OpParams : uint8_t {
   QuantLstmParams = 33,
   QuantGruParams = 34,
   QuantRnnParams = 35,
+  GroupNormParams = 36,
+  QuantGroupNormParams = 37,
 };
 
 struct InitCopy {
@@ -842,6 +847,48 @@ static_assert(offsetof(QuantLayerNormArgs, output_shift) == 24, "QuantLayerNormA
 static_assert(offsetof(QuantLayerNormArgs, output_zero_point) == 28, "QuantLayerNormArgs.output_zero_point");
 static_assert(offsetof(QuantLayerNormArgs, act_min) == 32, "QuantLayerNormArgs.act_min");
 static_assert(offsetof(QuantLayerNormArgs, act_max) == 36, "QuantLayerNormArgs.act_max");
+
+struct GroupNormArgs {
+  int32_t n;
+  int32_t positions;
+  int32_t channels;
+  int32_t groups;
+  float eps;
+};
+static_assert(sizeof(GroupNormArgs) == 20 && alignof(GroupNormArgs) == 4, "GroupNormArgs: flatbuffers layout");
+static_assert(offsetof(GroupNormArgs, n) == 0, "GroupNormArgs.n");
+static_assert(offsetof(GroupNormArgs, positions) == 4, "GroupNormArgs.positions");
+static_assert(offsetof(GroupNormArgs, channels) == 8, "GroupNormArgs.channels");
+static_assert(offsetof(GroupNormArgs, groups) == 12, "GroupNormArgs.groups");
+static_assert(offsetof(GroupNormArgs, eps) == 16, "GroupNormArgs.eps");
+
+struct QuantGroupNormArgs {
+  int32_t n;
+  int32_t positions;
+  int32_t channels;
+  int32_t groups;
+  int32_t input_zero_point;
+  uint32_t eps_lo;
+  int32_t eps_hi;
+  int32_t output_multiplier;
+  int32_t output_shift;
+  int32_t output_zero_point;
+  int32_t act_min;
+  int32_t act_max;
+};
+static_assert(sizeof(QuantGroupNormArgs) == 48 && alignof(QuantGroupNormArgs) == 4, "QuantGroupNormArgs: flatbuffers layout");
+static_assert(offsetof(QuantGroupNormArgs, n) == 0, "QuantGroupNormArgs.n");
+static_assert(offsetof(QuantGroupNormArgs, positions) == 4, "QuantGroupNormArgs.positions");
+static_assert(offsetof(QuantGroupNormArgs, channels) == 8, "QuantGroupNormArgs.channels");
+static_assert(offsetof(QuantGroupNormArgs, groups) == 12, "QuantGroupNormArgs.groups");
+static_assert(offsetof(QuantGroupNormArgs, input_zero_point) == 16, "QuantGroupNormArgs.input_zero_point");
+static_assert(offsetof(QuantGroupNormArgs, eps_lo) == 20, "QuantGroupNormArgs.eps_lo");
+static_assert(offsetof(QuantGroupNormArgs, eps_hi) == 24, "QuantGroupNormArgs.eps_hi");
+static_assert(offsetof(QuantGroupNormArgs, output_multiplier) == 28, "QuantGroupNormArgs.output_multiplier");
+static_assert(offsetof(QuantGroupNormArgs, output_shift) == 32, "QuantGroupNormArgs.output_shift");
+static_assert(offsetof(QuantGroupNormArgs, output_zero_point) == 36, "QuantGroupNormArgs.output_zero_point");
+static_assert(offsetof(QuantGroupNormArgs, act_min) == 40, "QuantGroupNormArgs.act_min");
+static_assert(offsetof(QuantGroupNormArgs, act_max) == 44, "QuantGroupNormArgs.act_max");
 
 struct GluArgs {
   int32_t x[6];

@@ -20,6 +20,7 @@ import torch
 
 from ..errors import CompileError
 from ..frontend.capture import user_frame
+from .lowering.family import checking_table, check_rule
 from .graph import QD, Graph, Node, Operand, QConst, const, is_activation
 
 
@@ -61,6 +62,7 @@ class Converter:
                      **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
         state = {**self.ep.state_dict, **self.ep.constants}
         rules = self.rules
+        check = checking_table()
         for n in self.ep.graph.nodes:
             self.node = n
             if n.op == "placeholder":
@@ -88,7 +90,10 @@ class Converter:
                 rule = rules.get(n.target)
                 if rule is None:
                     raise self.fail("unsupported operator: no torchmcu backend lowers it")
+                first = len(self.g.nodes)
                 self.env[n] = rule(self, *args, **kwargs)
+                if check:
+                    check_rule(n.target, self.g.nodes[first:])
             elif n.op == "output":
                 outs = n.args[0]
                 self.g.outputs = [self.env[o] for o in outs]

@@ -25,6 +25,7 @@ from ..errors import CompileError
 from ..ir import NP_DTYPES, PGraph, POp, PTensor
 from .graph import Graph, Node
 from .lowering import ALL
+from .lowering.family import checking_table, check_emitted
 from .lowering.helpers import identity, same_bytes
 
 # (op code, input dims, weight dims, output dims, params) -> bytes of scratch
@@ -117,9 +118,13 @@ class Layout:
             tid = self.activation(name, tuple(shape[d] for d in perm) or (1,), like=vid)
             self.p.inputs.append(tid)
             self.val[vid] = (tid, perm)
+        check = checking_table()
         for n in g.nodes:
             table = ALL.emitters16 if n.attrs.get("bits") == 16 else ALL.emitters  # a16w8: the int16 forms
+            first = len(self.p.ops)
             table[n.op](self, n)
+            if check:
+                check_emitted(n, [op.code for op in self.p.ops[first:]])
         self.outputs()
         return self.p
 

@@ -7,19 +7,15 @@ from typing import Any
 
 import numpy as np
 
+from .. import ops
 from ..ir import PGraph
 from .lifetimes import lifetimes
 
 # Element-wise ops whose kernels accept an output that is exactly one of their
 # inputs (same bytes, same dims): each output element depends only on the
-# input elements at its own index.
-INPLACE_CODES = frozenset({
-    "CLAMP_F32", "CLAMP_S8", "SIGMOID_F32", "TANH_F32", "HARDSWISH_F32", "LUT_S8",
-    "ADD_F32", "MUL_F32", "MAXIMUM_F32", "MINIMUM_F32",
-    "ADD_S8", "MUL_S8", "MAXIMUM_S8", "MINIMUM_S8",
-    # C: element-wise
-    "ACTIVATION_F32", "LUT_S16", "SUB_F32", "SUB_S8", "SUB_S16", "DIV_F32", "DIV_S8",
-})
+# input elements at its own index (the op table's `inplace`; COPY too, but a
+# copy onto its own input is no copy, so it is not made so here).
+INPLACE_CODES = frozenset(c for c in ops.INPLACE if c != "COPY")
 
 
 def _move_buffer(p: PGraph, src: int, dst: int, offset: int) -> None:

@@ -18,20 +18,15 @@ import numpy as np
 
 from ..reference import (activations, attention_norm, conv, elementwise, pool_resize, quant, recurrent, reduce,
                          shape_views)
+from .. import ops
 from . import schema
 
 NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": np.uint8, "I64": np.int64}
 
 # Element-wise ops whose output may be an input's very bytes (the runtime's
-# Kernel::inplace): the inputs by position. A binary op's input must then
-# also have the output's dims (not be broadcast).
-INPLACE: dict[str, tuple[int, ...]] = {
-    **{c: (0,) for c in ("CLAMP_F32", "SIGMOID_F32", "TANH_F32", "HARDSWISH_F32", "CLAMP_S8", "LUT_S8", "COPY")},
-    **{c: (0,) for c in ("ACTIVATION_F32", "LUT_S16")},
-    **{c: (0, 1) for c in ("ADD_F32", "MUL_F32", "MAXIMUM_F32", "MINIMUM_F32", "ADD_S8", "MUL_S8", "MAXIMUM_S8",
-                           "MINIMUM_S8")},
-    **{c: (0, 1) for c in ("SUB_F32", "SUB_S8", "SUB_S16", "DIV_F32", "DIV_S8")},
-}
+# Kernel::inplace): the inputs by position, from the op table (torchmcu/ops/).
+# A binary op's input must then also have the output's dims (not be broadcast).
+INPLACE: dict[str, tuple[int, ...]] = ops.INPLACE
 
 
 def _span(t: dict) -> tuple[object, int, int]:

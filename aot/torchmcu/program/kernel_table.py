@@ -1,28 +1,31 @@
 """The kernel table of a selective build: a `const` array indexed by op
 code with the kernels a program uses (the others null, so their code is
-never linked). Each kernel folder under firmware/ declares its kernels in
-its kernels.h, in the C++ namespace named after the folder."""
+never linked). Which kernels each folder under firmware/ defines is the op
+table's (torchmcu/ops/: a row's `backends`); each folder declares them in
+its kernels.h (generated for kernels/portable and kernels/cmsis_nn), in the
+C++ namespace named after the folder."""
 
 from __future__ import annotations
 
-import re
-
-from ..sources import FIRMWARE
+from .. import ops
 from . import schema
 
 PORTABLE = "kernels/portable"
 
 
+# Kernel folder -> the backend name the op table's rows give it.
+FOLDERS = {"kernels/portable": "portable", "kernels/cmsis_nn": "cmsis-nn", "delegates/hifi": "hifi",
+           "delegates/ethos_u": "ethos-u"}
+
+
 def kernel_symbol(code: str) -> str:
     """LINEAR_F32 -> kLinearF32 (the rule firmware/kernels/portable/kernels.h states)."""
-    return "k" + "".join(w.capitalize() for w in code.split("_"))
+    return ops.KERNELS[code].symbol if code in ops.KERNELS else "k" + "".join(w.capitalize() for w in code.split("_"))
 
 
 def declared_kernels(folder: str = PORTABLE) -> list[str]:
-    """Op codes whose kernel firmware/<folder>/kernels.h declares, in op code order."""
-    header = (FIRMWARE / folder / "kernels.h").read_text()
-    declared = set(re.findall(r"extern const Kernel (k\w+);", header))
-    return [c for c in schema.load().enums["OpCode"].values if kernel_symbol(c) in declared]
+    """Op codes whose kernel firmware/<folder> defines, in op code order."""
+    return ops.codes(FOLDERS[folder])
 
 
 def table_source(codes: list[str] | None, kernel_set: str | None = None, delegates: list[str] = ()) -> str:

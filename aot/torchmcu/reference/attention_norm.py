@@ -131,6 +131,21 @@ def layer_norm_q(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, p: dict, dt
     return np.clip(v, p["act_min"], p["act_max"]).astype(dtype)
 
 
+def group_norm_q(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, p: dict, dtype=np.int8) -> np.ndarray:
+    """group_norm_s8 / group_norm_s16: x [N, positions, C] channels last, in
+    p["groups"] groups of C / groups channels; layer norm's scheme over each
+    group's positions * C / groups values (the same n), then gamma and beta
+    per channel."""
+    x = np.asarray(x, np.int64)
+    batch, channels, groups = x.shape[0], x.shape[-1], int(p["groups"])
+    rows = x.reshape(batch, -1, groups, channels // groups).transpose(0, 2, 1, 3).reshape(batch * groups, -1)
+    n = layer_norm_rows(rows, p["input_zero_point"], (int(p["eps_hi"]) << 32) | int(p["eps_lo"]))
+    n = n.reshape(batch, groups, -1, channels // groups).transpose(0, 2, 1, 3).reshape(x.shape)
+    acc = np.clip(n * np.asarray(gamma, np.int64) + np.asarray(beta, np.int64), -(1 << 31), (1 << 31) - 1)
+    v = requantize(acc, p["output_multiplier"], p["output_shift"]) + p["output_zero_point"]
+    return np.clip(v, p["act_min"], p["act_max"]).astype(dtype)
+
+
 # ---- the interpreter's runners
 
 def _layer_norm_f32(a, p, outs):
@@ -141,6 +156,16 @@ def _layer_norm_f32(a, p, outs):
     w = None if len(a) < 2 or a[1] is None else t(a[1])
     b = None if len(a) < 3 or a[2] is None else t(a[2])
     return F.layer_norm(x, (cols,), w, b, p.get("eps", 1e-5)).numpy()
+
+
+def _group_norm_f32(a, p, outs):
+    import torch.nn.functional as F
+
+    x = t(a[0])  # [N, positions, C]
+    w = None if len(a) < 2 or a[1] is None else t(a[1])
+    b = None if len(a) < 3 or a[2] is None else t(a[2])
+    y = F.group_norm(x.transpose(1, 2), int(p.get("groups", 1)), w, b, p.get("eps", 1e-5))
+    return y.transpose(1, 2).contiguous().numpy()
 
 
 def _bmm_f32(a, p, outs):
@@ -155,4 +180,7 @@ OPS: dict[str, Callable[[list, dict, list], Any]] = {
     "LAYER_NORM_F32": _layer_norm_f32,
     "LAYER_NORM_S8": lambda a, p, outs: layer_norm_q(a[0], a[1], a[2], p),
     "LAYER_NORM_S16": lambda a, p, outs: layer_norm_q(a[0], a[1], a[2], p, np.int16),
+    "GROUP_NORM_F32": _group_norm_f32,
+    "GROUP_NORM_S8": lambda a, p, outs: group_norm_q(a[0], a[1], a[2], p),
+    "GROUP_NORM_S16": lambda a, p, outs: group_norm_q(a[0], a[1], a[2], p, np.int16),
 }

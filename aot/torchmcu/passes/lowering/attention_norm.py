@@ -129,6 +129,21 @@ def native_layer_norm(cv, x, normalized_shape, weight, bias, eps):
     return layer_norm(cv, x, normalized_shape, weight, bias, eps), None, None
 
 
+@F.rule(aten.group_norm.default)
+def group_norm(cv, x, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    """x [N, C, *] in `num_groups` groups of C / num_groups channels, each
+    normalised over its channels and all positions; weight and bias per channel."""
+    x = cv.act(x)
+    shape = cv.shape(x)
+    if len(shape) < 2 or num_groups < 1 or shape[1] % num_groups:
+        raise cv.fail(f"group norm of {num_groups} groups needs [N, C, ...] with C divisible by it")
+    if is_activation(weight) or is_activation(bias):
+        raise cv.fail("group norm weight and bias must be constants (parameters)")
+    w = None if weight is None else _float(weight).reshape(shape[1])
+    b = None if bias is None else _float(bias).reshape(shape[1])
+    return cv.emit("group_norm", [x, w, b], dict(eps=float(eps), groups=int(num_groups)))
+
+
 # -- which instances have integer kernels ------------------------------------------------------
 
 def _float_constants(n: Node) -> bool:
@@ -156,6 +171,14 @@ def _bmm_int16(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
 @F.int16("layer_norm")
 def _layer_norm_int(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
     return int(np.prod(g.shapes[n.out][-n.attrs["ndims"]:])) <= reference.attention_norm.LN_MAX_COLS
+
+
+@F.int8("group_norm")
+@F.int16("group_norm")
+def _group_norm_int(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
+    """Layer norm's scheme over each group's values: at most LN_MAX_COLS of them."""
+    shape = g.shapes[n.out]
+    return int(np.prod(shape[1:], dtype=np.int64)) // n.attrs["groups"] <= reference.attention_norm.LN_MAX_COLS
 
 
 F.int8("affine")(always)
@@ -269,6 +292,51 @@ def _layer_norm_q(lay, n: Node, bits: int) -> None:
 
 F.lower("qlayer_norm")(lambda lay, n: _layer_norm_q(lay, n, 8))
 F.lower16("qlayer_norm")(lambda lay, n: _layer_norm_q(lay, n, 16))
+
+
+def _pixels(lay, n: Node) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
+    """x channels last as [N, positions, C]; the output tensor's physical
+    dims and order."""
+    x = n.inputs[0]
+    shape = lay.g.shapes[x]
+    order = _channels_last(len(shape))
+    tid = lay.get(x, order, n)
+    flat = (shape[0], int(np.prod(shape[2:], dtype=np.int64)), shape[1])
+    return lay.alias(tid, flat), tid, tuple(shape[d] for d in order), order
+
+
+@F.lower("group_norm")
+def _group_norm_f32(lay, n: Node) -> None:
+    xin, tid, dims, order = _pixels(lay, n)
+    _, w, b = n.inputs
+    ins = [xin] + [-1 if c is None else lay.constant(f"{n.name}_{k}", np.asarray(c, np.float32))
+                   for k, c in (("weight", w), ("bias", b))]
+    out = lay.activation(n.name, dims)
+    lay.emit("GROUP_NORM_F32", ins, [lay.alias(out, lay.p.tensors[xin].dims)],
+             ("GroupNormParams", {"eps": n.attrs["eps"], "groups": n.attrs["groups"]}), n, "group_norm")
+    lay.val[n.out] = (out, order)
+
+
+def _group_norm_q(lay, n: Node, bits: int) -> None:
+    xin, tid, dims, order = _pixels(lay, n)
+    _, w, b = n.inputs
+    batch, positions, channels = lay.p.tensors[xin].dims
+    (s_in, zp_in), = n.attrs["in_q"]
+    s_out, zp_out = n.attrs["out_q"]
+    gq, bq, s_gamma = reference.layer_norm_constants(w, b, channels)
+    lo, hi = (-128, 127) if bits == 8 else act_q16((-INF, INF), s_out)
+    count = positions * channels // n.attrs["groups"]
+    params = reference.layer_norm_params(s_in, zp_in, s_gamma, s_out, zp_out, count, n.attrs["eps"], lo, hi)
+    ins = [xin, lay.constant(f"{n.name}_weight", gq, "I8"), lay.constant(f"{n.name}_bias", bq, "I32")]
+    out = lay.activation(n.name, dims, like=n.out)
+    lay.emit(f"GROUP_NORM_S{bits}", ins, [lay.alias(out, lay.p.tensors[xin].dims)],
+             ("QuantGroupNormParams", {"groups": n.attrs["groups"], **{k: int(v) for k, v in params.items()}}),
+             n, "group_norm", batch * positions * channels)
+    lay.val[n.out] = (out, order)
+
+
+F.lower("qgroup_norm")(lambda lay, n: _group_norm_q(lay, n, 8))
+F.lower16("qgroup_norm")(lambda lay, n: _group_norm_q(lay, n, 16))
 
 
 def _channels_last(rank: int) -> tuple[int, ...]:

@@ -21,9 +21,12 @@ registers on it, with decorators:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ... import ops
 
 # (graph, node, input quantizations, output quantization) -> supported
 Supported = Callable[[Any, Any, list[tuple[float, int]], tuple[float, int]], bool]
@@ -90,3 +93,40 @@ def merge(families: list[Family]) -> Family:
                 raise AssertionError(f"family {f.name} declares {sorted(map(str, twice))} again ({table})")
             mine.update(theirs)
     return out
+
+
+# With TORCHMCU_CHECK_TABLE=1 (the test suite sets it) every rule and every
+# emitter is held to the op table (torchmcu/ops/): a rule may emit only the
+# logical ops whose rows list its ATen target, an emitter only the program
+# ops its op's row names for that precision (and the layout's own PERMUTE
+# and COPY). What the table says an op becomes is then what it becomes.
+def checking_table() -> bool:
+    return bool(os.environ.get("TORCHMCU_CHECK_TABLE"))
+
+
+def _disagree(message: str) -> None:
+    """TORCHMCU_CHECK_TABLE=1: an error; =log:FILE: a line appended to FILE
+    (to list every disagreement of a whole test run at once)."""
+    mode = os.environ.get("TORCHMCU_CHECK_TABLE", "")
+    if mode.startswith("log:"):
+        with open(mode[4:], "a") as f:
+            f.write(message + "\n")
+        return
+    raise AssertionError(message)
+
+
+def check_rule(target: Any, nodes: list[Any]) -> None:
+    allowed = ops.EMITS.get(str(target), frozenset())
+    for n in nodes:
+        if n.op not in allowed:
+            _disagree(f"op table: the rule for {target} emitted logical op {n.op!r}, but no Op row in "
+                      f"torchmcu/ops/ lists {target} for it (rows listing it: {sorted(allowed)})")
+
+
+def check_emitted(node: Any, codes: list[str]) -> None:
+    bits = node.attrs.get("bits")
+    allowed = ops.becomes(node.op, bits) | ops.LAYOUT_CODES
+    for code in codes:
+        if code not in allowed:
+            _disagree(f"op table: logical op {node.op!r}{' (int16)' if bits == 16 else ''} became "
+                      f"{code}, which its Op row in torchmcu/ops/ does not name ({sorted(allowed)})")

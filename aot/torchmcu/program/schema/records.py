@@ -18,6 +18,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from ... import ops
 from . import Schema, load, pack_struct
 
 ABSENT, CONSTANT, FIRST_ARENA = 0, 1, 2
@@ -25,101 +26,9 @@ UNKNOWN_REGION, NO_TENSOR = 254, 255
 MAX_RANK = 6
 INT32_MAX = 2**31 - 1
 
-# op code -> (args struct, the params table its parameters come from, or None)
-ARGS: dict[str, tuple[str, str | None]] = {
-    "LINEAR_F32": ("LinearArgs", "LinearParams"),
-    "LINEAR_S8": ("QuantLinearArgs", "QuantLinearParams"),
-    "CONV2D_F32": ("Conv2dArgs", "Conv2dParams"),
-    "DEPTHWISE_CONV2D_F32": ("Conv2dArgs", "Conv2dParams"),
-    "CONV2D_S8": ("QuantConv2dArgs", "QuantConv2dParams"),
-    "DEPTHWISE_CONV2D_S8": ("QuantConv2dArgs", "QuantConv2dParams"),
-    "MAX_POOL2D_F32": ("Pool2dArgs", "Pool2dParams"),
-    "AVG_POOL2D_F32": ("Pool2dArgs", "Pool2dParams"),
-    "MAX_POOL2D_S8": ("QuantPool2dArgs", "QuantPool2dParams"),
-    "AVG_POOL2D_S8": ("QuantPool2dArgs", "QuantPool2dParams"),
-    "CLAMP_F32": ("ClampArgs", "ClampParams"),
-    "CLAMP_S8": ("QuantClampArgs", "QuantClampParams"),
-    "QUANTIZE_S8": ("QuantizeArgs", None),
-    "DEQUANTIZE_S8": ("QuantizeArgs", None),
-    "ADD_F32": ("BinaryArgs", "BinaryParams"),
-    "MUL_F32": ("BinaryArgs", "BinaryParams"),
-    "MAXIMUM_F32": ("BinaryArgs", "BinaryParams"),
-    "MINIMUM_F32": ("BinaryArgs", "BinaryParams"),
-    "ADD_S8": ("QuantAddArgs", "QuantAddParams"),
-    "MUL_S8": ("QuantMulArgs", "QuantMulParams"),
-    "MAXIMUM_S8": ("QuantMaxMinArgs", None),
-    "MINIMUM_S8": ("QuantMaxMinArgs", None),
-    "MEAN_F32": ("MeanArgs", "ReduceParams"),
-    "SOFTMAX_F32": ("SoftmaxArgs", "SoftmaxParams"),
-    "SOFTMAX_S8": ("QuantSoftmaxArgs", "QuantSoftmaxParams"),
-    "PERMUTE": ("PermuteArgs", "PermuteParams"),
-    "CONCAT": ("ConcatArgs", "ConcatParams"),
-    "PAD": ("PadArgs", "PadParams"),
-    "BATCH_MATMUL_F32": ("BatchMatmulArgs", "BatchMatmulParams"),
-    "BATCH_MATMUL_S8": ("QuantBatchMatmulArgs", "QuantBatchMatmulParams"),
-    "ETHOS_U": ("EthosUArgs", "EthosUParams"),
-    "CONV2D_S4": ("QuantConv2dArgs", "QuantConv2dParams"),
-    "DEPTHWISE_CONV2D_S4": ("QuantConv2dArgs", "QuantConv2dParams"),
-    "LINEAR_S4": ("QuantLinearArgs", "QuantLinearParams"),
-    # a16w8: the int8 ops' args and params at int16 (offsets 0, int16 ranges)
-    "QUANTIZE_S16": ("QuantizeArgs", None),
-    "DEQUANTIZE_S16": ("QuantizeArgs", None),
-    "CONV2D_S16": ("QuantConv2dArgs", "QuantConv2dParams"),
-    "DEPTHWISE_CONV2D_S16": ("QuantConv2dArgs", "QuantConv2dParams"),
-    "LINEAR_S16": ("QuantLinearArgs", "QuantLinearParams"),
-    "ADD_S16": ("QuantAddArgs", "QuantAddParams"),
-    "MUL_S16": ("QuantMulArgs", "QuantMulParams"),
-    "MAX_POOL2D_S16": ("QuantPool2dArgs", "QuantPool2dParams"),
-    "AVG_POOL2D_S16": ("QuantPool2dArgs", "QuantPool2dParams"),
-    "SOFTMAX_S16": ("QuantSoftmaxArgs", "QuantSoftmaxParams"),
-    "REQUANTIZE": ("RequantizeArgs", None),
-    # conv + pool/resize (60..)
-    "TRANSPOSE_CONV2D_F32": ("Conv2dArgs", "Conv2dParams"),
-    "TRANSPOSE_CONV2D_S8": ("QuantConv2dArgs", "QuantConv2dParams"),
-    "TRANSPOSE_CONV2D_S16": ("QuantConv2dArgs", "QuantConv2dParams"),
-    "RESIZE_NEAREST": ("ResizeArgs", "ResizeParams"),
-    "RESIZE_BILINEAR_F32": ("ResizeArgs", "ResizeParams"),
-    "RESIZE_BILINEAR_S8": ("ResizeArgs", "ResizeParams"),
-    "RESIZE_BILINEAR_S16": ("ResizeArgs", "ResizeParams"),
-    "ADAPTIVE_AVG_POOL2D_F32": ("AdaptivePool2dArgs", "Pool2dParams"),
-    "ADAPTIVE_AVG_POOL2D_S8": ("QuantAdaptivePool2dArgs", "QuantPool2dParams"),
-    "ADAPTIVE_AVG_POOL2D_S16": ("QuantAdaptivePool2dArgs", "QuantPool2dParams"),
-    # capture / views / shape
-    "SLICE": ("SliceArgs", "SliceParams"),
-    # C: element-wise, reductions, normalisation and attention (LUT_S16: no arguments)
-    "ACTIVATION_F32": ("ActivationArgs", "ActivationParams"),
-    "PRELU_F32": ("BinaryArgs", "BinaryParams"),
-    "PRELU_S8": ("QuantPreluArgs", "QuantPreluParams"),
-    "PRELU_S16": ("QuantPreluArgs", "QuantPreluParams"),
-    "SUB_F32": ("BinaryArgs", "BinaryParams"),
-    "SUB_S8": ("QuantAddArgs", "QuantAddParams"),
-    "SUB_S16": ("QuantAddArgs", "QuantAddParams"),
-    "DIV_F32": ("BinaryArgs", "BinaryParams"),
-    "DIV_S8": ("QuantDivArgs", "QuantDivParams"),
-    "LOG_SOFTMAX_F32": ("SoftmaxArgs", "SoftmaxParams"),
-    "LOG_SOFTMAX_S8": ("QuantLogSoftmaxArgs", "QuantLogSoftmaxParams"),
-    "MEAN_S8": ("QuantMeanArgs", "QuantMeanParams"),
-    "MEAN_S16": ("QuantMeanArgs", "QuantMeanParams"),
-    "LAYER_NORM_F32": ("LayerNormArgs", "LayerNormParams"),
-    "LAYER_NORM_S8": ("QuantLayerNormArgs", "QuantLayerNormParams"),
-    "LAYER_NORM_S16": ("QuantLayerNormArgs", "QuantLayerNormParams"),
-    "GLU_F32": ("GluArgs", "GluParams"),
-    "GLU_S8": ("QuantGluArgs", "QuantGluParams"),
-    "GLU_S16": ("QuantGluArgs", "QuantGluParams"),
-    "SOFTMAX_MASKED_S8": ("QuantMaskedSoftmaxArgs", "QuantSoftmaxParams"),
-    "SOFTMAX_MASKED_S16": ("QuantMaskedSoftmaxArgs", "QuantSoftmaxParams"),
-    "BATCH_MATMUL_S16": ("QuantBatchMatmulArgs", "QuantBatchMatmulParams"),
-    # recurrent layers (reference/recurrent.py)
-    "LSTM_F32": ("RecurrentArgs", "RecurrentParams"),
-    "GRU_F32": ("RecurrentArgs", "RecurrentParams"),
-    "RNN_F32": ("RecurrentArgs", "RecurrentParams"),
-    "LSTM_S8": ("QuantLstmArgs", "QuantLstmParams"),
-    "LSTM_S16": ("QuantLstmArgs", "QuantLstmParams"),
-    "GRU_S8": ("QuantGruArgs", "QuantGruParams"),
-    "RNN_S8": ("QuantRnnArgs", "QuantRnnParams"),
-    "GRU_S16": ("QuantGruArgs", "QuantGruParams"),
-    "RNN_S16": ("QuantRnnArgs", "QuantRnnParams"),
-}  # SIGMOID_F32, TANH_F32, HARDSWISH_F32, COPY, LUT_S8: no arguments
+# op code -> (args struct, the params table its parameters come from, or None):
+# the op table's (torchmcu/ops/), for the codes that have arguments.
+ARGS: dict[str, tuple[str, str | None]] = ops.ARGS
 
 
 def _i32(v: Any) -> int:
@@ -217,6 +126,12 @@ def _rows_cols_of_x(ins: list, outs: list) -> dict[str, Any]:
     return {"rows": rows, "cols": cols}
 
 
+def _pixels(ins: list, outs: list) -> dict[str, Any]:
+    """x [n, positions, channels] (channels last)."""
+    n, positions, channels = _dims(ins[0] if ins else None, 3)
+    return {"n": n, "positions": positions, "channels": channels}
+
+
 def _masked_softmax(ins: list, outs: list) -> dict[str, Any]:
     """x and y; the mask: input 1 (int8: then an optional exp table) or 3
     (int16, after its two tables), whichever is the U8 one."""
@@ -251,6 +166,7 @@ SHAPES: dict[str, Shapes] = {
     "QuantMaskedSoftmaxArgs": _masked_softmax,
     "RecurrentArgs": _recurrent, "QuantLstmArgs": _recurrent, "QuantGruArgs": _recurrent,
     "QuantRnnArgs": _recurrent,
+    "GroupNormArgs": _pixels, "QuantGroupNormArgs": _pixels,
 }
 
 
