@@ -32,9 +32,15 @@ from .row import BACKENDS, Kernel, Op
 
 # The families in the order of passes/lowering's FAMILIES, then the delegates.
 FAMILIES: dict[str, object] = {
-    "conv": conv, "pool_resize": pool_resize, "elementwise": elementwise, "reduce": reduce,
-    "shape_views": shape_views, "activations": activations, "attention_norm": attention_norm,
-    "recurrent": recurrent, "delegates": delegates,
+    "conv": conv,
+    "pool_resize": pool_resize,
+    "elementwise": elementwise,
+    "reduce": reduce,
+    "shape_views": shape_views,
+    "activations": activations,
+    "attention_norm": attention_norm,
+    "recurrent": recurrent,
+    "delegates": delegates,
 }
 
 
@@ -109,5 +115,20 @@ def enum_values() -> dict[str, int]:
     return {c: k.value for c, k in KERNELS.items()}
 
 
-__all__ = ["ARGS", "BACKENDS", "BY_NAME", "EMITS", "FAMILIES", "FAMILY_OF", "INPLACE", "KERNELS", "LAYOUT_CODES", "OPS",
-           "Kernel", "Op", "becomes", "codes", "enum_values"]
+__all__ = [
+    "ARGS",
+    "BACKENDS",
+    "BY_NAME",
+    "EMITS",
+    "FAMILIES",
+    "FAMILY_OF",
+    "INPLACE",
+    "KERNELS",
+    "LAYOUT_CODES",
+    "OPS",
+    "Kernel",
+    "Op",
+    "becomes",
+    "codes",
+    "enum_values",
+]

@@ -1,5 +1,5 @@
-"""Delegate calls: a partition of the program run by an accelerator: the delegates family's rows of the op table (see
-torchmcu/ops/__init__.py for what each field means)."""
+"""The op table's delegates family (torchmcu/ops/__init__.py says what each field
+means): delegate calls: a partition of the program run by an accelerator."""
 
 from __future__ import annotations
 
@@ -8,5 +8,17 @@ from .row import Kernel, Op
 OPS: tuple[Op, ...] = ()
 
 KERNELS: tuple[Kernel, ...] = (
-    Kernel('ETHOS_U', 35, 'EthosUArgs', 'EthosUParams', reference=False, backends=('ethos-u',), note=('An Ethos-U delegate call (firmware/delegates/ethos_u/): blob (U8 constant,', 'aot/torchmcu/backends/ethos_u/blob.py), scratch, fast scratch (U8 arena, or absent', "when the blob needs none), then the partition's inputs; its outputs.")),
+    Kernel(
+        "ETHOS_U",
+        35,
+        "EthosUArgs",
+        "EthosUParams",
+        reference=False,
+        backends=("ethos-u",),
+        note=(
+            "An Ethos-U delegate call (firmware/delegates/ethos_u/): blob (U8 constant,",
+            "aot/torchmcu/backends/ethos_u/blob.py), scratch, fast scratch (U8 arena, or absent",
+            "when the blob needs none), then the partition's inputs; its outputs.",
+        ),
+    ),
 )
