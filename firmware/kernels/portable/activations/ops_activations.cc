@@ -1,0 +1,202 @@
+// The executor's side of activations.h (ACTIVATION_F32, LUT_S16, PRELU_*,
+// GLU_*): load-time checks and run functions. Tables and alpha values are
+// data: every function is defined for any of them.
+#include "kernels/check.h"
+#include "kernels/portable/common/glue.h"
+#include "kernels/portable/activations/activations.h"
+#include "kernels/portable/kernels.h"
+
+namespace torchmcu {
+namespace portable {
+namespace {
+
+using schema::DType;
+using schema::OpParams;
+using schema::Operand;
+
+// ---- ACTIVATION_F32: any shape, only the element count matters ------------------
+
+Error activation_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 1, 1, 1) &&
+                 check::args<schema::ActivationArgs>(ctx, OpParams::ActivationParams),
+             Error::InvalidOp);
+  const auto& a = ctx.args<schema::ActivationArgs>();
+  TMCU_CHECK(check::is(ctx.input(0), DType::F32) && check::is(ctx.output(0), DType::F32) &&
+                 ctx.input(0).nbytes == ctx.output(0).nbytes && a.fn >= 0 && a.fn < kNumActivationFns,
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void activation_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::ActivationArgs>();
+  activation_f32(ctx.in<const float>(0), ctx.out<float>(0), ctx.output(0).nbytes / 4, a.fn, a.alpha);
+}
+
+// ---- LUT_S16: x, table (int16 [513]) -> y -----------------------------------------
+
+Error lut_s16_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) && ctx.num_args() == 0 && check::is(ctx.input(0), DType::I16) &&
+                 check::vector(ctx.input(1), DType::I16, 513) && check::is(ctx.output(0), DType::I16) &&
+                 ctx.input(0).nbytes == ctx.output(0).nbytes,
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void lut_s16_run(const OpContext& ctx) {
+  lut_s16(ctx.in<const int16_t>(0), ctx.out<int16_t>(0), ctx.output(0).nbytes / 2, ctx.in<const int16_t>(1));
+}
+
+// ---- PRELU: x, alpha broadcast to y ------------------------------------------------
+
+template <typename A>
+Error broadcast_shapes(const OpContext& ctx, const A& s, DType x_type, DType alpha_type) {
+  const Operand& x = ctx.input(0);
+  const Operand& alpha = ctx.input(1);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(check::is(x, x_type) && check::is(alpha, alpha_type) && check::is(y, x_type), Error::InvalidOp);
+  TMCU_TRY(check::holds(x, s.a));
+  TMCU_TRY(check::holds(alpha, s.b));
+  TMCU_TRY(check::holds(y, s.y));
+  TMCU_CHECK(check::broadcastable(x, s.a, alpha, s.b, y, s.y) && check::inplace_ok(ctx, x, s.a, y, s.y),
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+Error prelu_f32_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) && check::args<schema::BinaryArgs>(ctx, OpParams::BinaryParams),
+             Error::InvalidOp);
+  return broadcast_shapes(ctx, ctx.args<schema::BinaryArgs>(), DType::F32, DType::F32);
+}
+
+void prelu_f32_run(const OpContext& ctx) {
+  const auto& s = ctx.args<schema::BinaryArgs>();
+  prelu_f32(ctx.in<const float>(0), s.a, ctx.in<const float>(1), s.b, ctx.out<float>(0), s.y,
+            int32_t(ctx.output(0).rank));
+}
+
+template <DType X, int32_t kMin, int32_t kMax>
+Error prelu_q_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
+                 check::args<schema::QuantPreluArgs>(ctx, OpParams::QuantPreluParams),
+             Error::InvalidOp);
+  const auto& p = ctx.args<schema::QuantPreluArgs>();
+  TMCU_TRY(broadcast_shapes(ctx, p, X, DType::I8));
+  // Offsets are negated zero points (int16 ones are 0); |v * alpha| <= 2^16 * 2^8.
+  const bool wide = X == DType::I16;
+  TMCU_CHECK(range_ok(p.act_min, p.act_max, kMin, kMax) && shift_ok(p.output_shift_1) && shift_ok(p.output_shift_2) &&
+                 p.output_multiplier_1 >= 0 && p.output_multiplier_2 >= 0 &&
+                 (wide ? p.input_offset == 0 && p.output_offset == 0
+                       : p.input_offset >= -127 && p.input_offset <= 128 && p.output_offset >= -128 &&
+                             p.output_offset <= 127) &&
+                 p.alpha_offset >= -127 && p.alpha_offset <= 128,
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+QuantPreluParams prelu_params(const schema::QuantPreluArgs& p) {
+  return QuantPreluParams{p.input_offset,        p.alpha_offset,   p.output_offset,
+                          p.output_multiplier_1, p.output_shift_1, p.output_multiplier_2,
+                          p.output_shift_2,      p.act_min,        p.act_max};
+}
+
+void prelu_s8_run(const OpContext& ctx) {
+  const auto& p = ctx.args<schema::QuantPreluArgs>();
+  prelu_s8(ctx.in<const int8_t>(0), p.a, ctx.in<const int8_t>(1), p.b, ctx.out<int8_t>(0), p.y,
+           int32_t(ctx.output(0).rank), prelu_params(p));
+}
+
+void prelu_s16_run(const OpContext& ctx) {
+  const auto& p = ctx.args<schema::QuantPreluArgs>();
+  prelu_s16(ctx.in<const int16_t>(0), p.a, ctx.in<const int8_t>(1), p.b, ctx.out<int16_t>(0), p.y,
+            int32_t(ctx.output(0).rank), prelu_params(p));
+}
+
+// ---- GLU: x [.., 2h, ..] -> y [.., h, ..] along `axis` ------------------------------
+
+// y is x with the axis halved; (outer, half, inner) of that view.
+template <typename A>
+Error glu_shapes(const OpContext& ctx, const A& a, DType dtype, int32_t* outer, int32_t* half, int32_t* inner) {
+  const Operand& x = ctx.input(0);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(check::is(x, dtype) && check::is(y, dtype) && x.rank >= 1 && y.rank == x.rank, Error::InvalidOp);
+  TMCU_TRY(check::holds(x, a.x));
+  TMCU_TRY(check::holds(y, a.y));
+  const int32_t r = int32_t(x.rank);
+  TMCU_CHECK(a.axis >= 0 && a.axis < r, Error::InvalidOp);
+  for (int32_t d = 0; d < r; ++d) {
+    TMCU_CHECK(d == a.axis ? int64_t(a.x[d]) == 2 * int64_t(a.y[d]) : a.x[d] == a.y[d], Error::InvalidOp);
+  }
+  *outer = int32_t(check::extent(a.y, 0, a.axis));
+  *half = a.y[a.axis];
+  *inner = int32_t(check::extent(a.y, a.axis + 1, r));
+  return Error::Ok;
+}
+
+Error glu_f32_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 1, 1, 1) && check::args<schema::GluArgs>(ctx, OpParams::GluParams),
+             Error::InvalidOp);
+  int32_t o, h, i;
+  return glu_shapes(ctx, ctx.args<schema::GluArgs>(), DType::F32, &o, &h, &i);
+}
+
+void glu_f32_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::GluArgs>();
+  const int32_t r = int32_t(ctx.input(0).rank);
+  glu_f32(ctx.in<const float>(0), ctx.out<float>(0), int32_t(check::extent(a.y, 0, a.axis)), a.y[a.axis],
+          int32_t(check::extent(a.y, a.axis + 1, r)));
+}
+
+template <DType X>
+Error glu_q_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) && check::args<schema::QuantGluArgs>(ctx, OpParams::QuantGluParams),
+             Error::InvalidOp);
+  const auto& p = ctx.args<schema::QuantGluArgs>();
+  int32_t o, h, i;
+  TMCU_TRY(glu_shapes(ctx, p, X, &o, &h, &i));
+  const bool wide = X == DType::I16;
+  TMCU_CHECK(wide ? check::vector(ctx.input(1), DType::I16, 513) : check::vector(ctx.input(1), DType::I8, 256),
+             Error::InvalidOp);
+  TMCU_CHECK(shift_ok(p.output_shift) && p.output_multiplier >= 0 &&
+                 (wide ? p.input1_offset == 0 && p.input2_offset == 0 && p.output_offset == 0 &&
+                             range_ok(p.act_min, p.act_max, -32768, 32767)
+                       : p.input1_offset >= -127 && p.input1_offset <= 128 && p.input2_offset >= -127 &&
+                             p.input2_offset <= 128 && p.output_offset >= -128 && p.output_offset <= 127 &&
+                             range_ok(p.act_min, p.act_max, -128, 127)),
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+QuantMulParams glu_mul(const schema::QuantGluArgs& p) {
+  return QuantMulParams{p.input1_offset, p.input2_offset, p.output_multiplier, p.output_shift,
+                        p.output_offset, p.act_min,       p.act_max};
+}
+
+void glu_s8_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::QuantGluArgs>();
+  const int32_t r = int32_t(ctx.input(0).rank);
+  glu_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.out<int8_t>(0),
+         int32_t(check::extent(a.y, 0, a.axis)), a.y[a.axis], int32_t(check::extent(a.y, a.axis + 1, r)),
+         glu_mul(a));
+}
+
+void glu_s16_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::QuantGluArgs>();
+  const int32_t r = int32_t(ctx.input(0).rank);
+  glu_s16(ctx.in<const int16_t>(0), ctx.in<const int16_t>(1), ctx.out<int16_t>(0),
+          int32_t(check::extent(a.y, 0, a.axis)), a.y[a.axis], int32_t(check::extent(a.y, a.axis + 1, r)),
+          glu_mul(a));
+}
+
+}  // namespace
+
+const Kernel kActivationF32 = {activation_check, activation_run, kInplaceFirst};
+const Kernel kLutS16 = {lut_s16_check, lut_s16_run, kInplaceFirst};
+const Kernel kPreluF32 = {prelu_f32_check, prelu_f32_run};
+const Kernel kPreluS8 = {prelu_q_check<DType::I8, -128, 127>, prelu_s8_run};
+const Kernel kPreluS16 = {prelu_q_check<DType::I16, -32768, 32767>, prelu_s16_run};
+const Kernel kGluF32 = {glu_f32_check, glu_f32_run};
+const Kernel kGluS8 = {glu_q_check<DType::I8>, glu_s8_run};
+const Kernel kGluS16 = {glu_q_check<DType::I16>, glu_s16_run};
+
+}  // namespace portable
+}  // namespace torchmcu
