@@ -1,7 +1,6 @@
 // The executor's side of activations.h (ACTIVATION_F32, LUT_S16, PRELU_*,
 // GLU_*): load-time checks and run functions. Tables and alpha values are
 // data: every function is defined for any of them.
-#include "kernels/check.h"
 #include "kernels/portable/common/glue.h"
 #include "kernels/portable/activations/activations.h"
 #include "kernels/portable/kernels.h"
@@ -9,10 +8,6 @@
 namespace torchmcu {
 namespace portable {
 namespace {
-
-using schema::DType;
-using schema::OpParams;
-using schema::Operand;
 
 // ---- ACTIVATION_F32: any shape, only the element count matters ------------------
 
@@ -74,21 +69,18 @@ void prelu_f32_run(const OpContext& ctx) {
             int32_t(ctx.output(0).rank));
 }
 
-template <DType X, int32_t kMin, int32_t kMax>
+template <typename T>
 Error prelu_q_check(const OpContext& ctx) {
   TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
                  check::args<schema::QuantPreluArgs>(ctx, OpParams::QuantPreluParams),
              Error::InvalidOp);
   const auto& p = ctx.args<schema::QuantPreluArgs>();
-  TMCU_TRY(broadcast_shapes(ctx, p, X, DType::I8));
-  // Offsets are negated zero points (int16 ones are 0); |v * alpha| <= 2^16 * 2^8.
-  const bool wide = X == DType::I16;
-  TMCU_CHECK(range_ok(p.act_min, p.act_max, kMin, kMax) && shift_ok(p.output_shift_1) && shift_ok(p.output_shift_2) &&
+  TMCU_TRY(broadcast_shapes(ctx, p, QType<T>::kDType, DType::I8));
+  // Offsets are negated zero points (int16 ones are 0; alpha is int8); |v * alpha| <= 2^16 * 2^8.
+  TMCU_CHECK(act_ok<T>(p.act_min, p.act_max) && shift_ok(p.output_shift_1) && shift_ok(p.output_shift_2) &&
                  p.output_multiplier_1 >= 0 && p.output_multiplier_2 >= 0 &&
-                 (wide ? p.input_offset == 0 && p.output_offset == 0
-                       : p.input_offset >= -127 && p.input_offset <= 128 && p.output_offset >= -128 &&
-                             p.output_offset <= 127) &&
-                 p.alpha_offset >= -127 && p.alpha_offset <= 128,
+                 QType<T>::input_offset_ok(p.input_offset) && QType<T>::output_offset_ok(p.output_offset) &&
+                 QType<int8_t>::input_offset_ok(p.alpha_offset),
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -99,16 +91,12 @@ QuantPreluParams prelu_params(const schema::QuantPreluArgs& p) {
                           p.output_shift_2,      p.act_min,        p.act_max};
 }
 
-void prelu_s8_run(const OpContext& ctx) {
+template <typename T, void (*Fn)(const T*, const int32_t*, const int8_t*, const int32_t*, T*, const int32_t*,
+                                 int32_t, const QuantPreluParams&)>
+void prelu_q_run(const OpContext& ctx) {
   const auto& p = ctx.args<schema::QuantPreluArgs>();
-  prelu_s8(ctx.in<const int8_t>(0), p.a, ctx.in<const int8_t>(1), p.b, ctx.out<int8_t>(0), p.y,
-           int32_t(ctx.output(0).rank), prelu_params(p));
-}
-
-void prelu_s16_run(const OpContext& ctx) {
-  const auto& p = ctx.args<schema::QuantPreluArgs>();
-  prelu_s16(ctx.in<const int16_t>(0), p.a, ctx.in<const int8_t>(1), p.b, ctx.out<int16_t>(0), p.y,
-            int32_t(ctx.output(0).rank), prelu_params(p));
+  Fn(ctx.in<const T>(0), p.a, ctx.in<const int8_t>(1), p.b, ctx.out<T>(0), p.y, int32_t(ctx.output(0).rank),
+     prelu_params(p));
 }
 
 // ---- GLU: x [.., 2h, ..] -> y [.., h, ..] along `axis` ------------------------------
@@ -146,22 +134,18 @@ void glu_f32_run(const OpContext& ctx) {
           int32_t(check::extent(a.y, a.axis + 1, r)));
 }
 
-template <DType X>
+template <typename T>
 Error glu_q_check(const OpContext& ctx) {
   TMCU_CHECK(check::counts(ctx, 2, 2, 1) && check::args<schema::QuantGluArgs>(ctx, OpParams::QuantGluParams),
              Error::InvalidOp);
   const auto& p = ctx.args<schema::QuantGluArgs>();
   int32_t o, h, i;
-  TMCU_TRY(glu_shapes(ctx, p, X, &o, &h, &i));
-  const bool wide = X == DType::I16;
-  TMCU_CHECK(wide ? check::vector(ctx.input(1), DType::I16, 513) : check::vector(ctx.input(1), DType::I8, 256),
-             Error::InvalidOp);
-  TMCU_CHECK(shift_ok(p.output_shift) && p.output_multiplier >= 0 &&
-                 (wide ? p.input1_offset == 0 && p.input2_offset == 0 && p.output_offset == 0 &&
-                             range_ok(p.act_min, p.act_max, -32768, 32767)
-                       : p.input1_offset >= -127 && p.input1_offset <= 128 && p.input2_offset >= -127 &&
-                             p.input2_offset <= 128 && p.output_offset >= -128 && p.output_offset <= 127 &&
-                             range_ok(p.act_min, p.act_max, -128, 127)),
+  TMCU_TRY(glu_shapes(ctx, p, QType<T>::kDType, &o, &h, &i));
+  // The table: int8 [256], or int16 [513] (lut16's).
+  TMCU_CHECK(check::vector(ctx.input(1), QType<T>::kDType, sizeof(T) == 2 ? 513 : 256), Error::InvalidOp);
+  TMCU_CHECK(shift_ok(p.output_shift) && p.output_multiplier >= 0 && QType<T>::input_offset_ok(p.input1_offset) &&
+                 QType<T>::input_offset_ok(p.input2_offset) && QType<T>::output_offset_ok(p.output_offset) &&
+                 act_ok<T>(p.act_min, p.act_max),
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -171,20 +155,12 @@ QuantMulParams glu_mul(const schema::QuantGluArgs& p) {
                         p.output_offset, p.act_min,       p.act_max};
 }
 
-void glu_s8_run(const OpContext& ctx) {
+template <typename T, void (*Fn)(const T*, const T*, T*, int32_t, int32_t, int32_t, const QuantMulParams&)>
+void glu_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantGluArgs>();
   const int32_t r = int32_t(ctx.input(0).rank);
-  glu_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.out<int8_t>(0),
-         int32_t(check::extent(a.y, 0, a.axis)), a.y[a.axis], int32_t(check::extent(a.y, a.axis + 1, r)),
-         glu_mul(a));
-}
-
-void glu_s16_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantGluArgs>();
-  const int32_t r = int32_t(ctx.input(0).rank);
-  glu_s16(ctx.in<const int16_t>(0), ctx.in<const int16_t>(1), ctx.out<int16_t>(0),
-          int32_t(check::extent(a.y, 0, a.axis)), a.y[a.axis], int32_t(check::extent(a.y, a.axis + 1, r)),
-          glu_mul(a));
+  Fn(ctx.in<const T>(0), ctx.in<const T>(1), ctx.out<T>(0), int32_t(check::extent(a.y, 0, a.axis)), a.y[a.axis],
+     int32_t(check::extent(a.y, a.axis + 1, r)), glu_mul(a));
 }
 
 }  // namespace
@@ -192,11 +168,11 @@ void glu_s16_run(const OpContext& ctx) {
 const Kernel kActivationF32 = {activation_check, activation_run, kInplaceFirst};
 const Kernel kLutS16 = {lut_s16_check, lut_s16_run, kInplaceFirst};
 const Kernel kPreluF32 = {prelu_f32_check, prelu_f32_run};
-const Kernel kPreluS8 = {prelu_q_check<DType::I8, -128, 127>, prelu_s8_run};
-const Kernel kPreluS16 = {prelu_q_check<DType::I16, -32768, 32767>, prelu_s16_run};
+const Kernel kPreluS8 = {prelu_q_check<int8_t>, prelu_q_run<int8_t, prelu_s8>};
+const Kernel kPreluS16 = {prelu_q_check<int16_t>, prelu_q_run<int16_t, prelu_s16>};
 const Kernel kGluF32 = {glu_f32_check, glu_f32_run};
-const Kernel kGluS8 = {glu_q_check<DType::I8>, glu_s8_run};
-const Kernel kGluS16 = {glu_q_check<DType::I16>, glu_s16_run};
+const Kernel kGluS8 = {glu_q_check<int8_t>, glu_q_run<int8_t, glu_s8>};
+const Kernel kGluS16 = {glu_q_check<int16_t>, glu_q_run<int16_t, glu_s16>};
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -1,17 +1,14 @@
-// The executor's side of attention_norm.h (LAYER_NORM_*, BATCH_MATMUL_*):
-// load-time checks and run functions. Batched products broadcast their batch
-// dims (for_each_batch) and read b as [K, N] or, adj_y, [N, K].
-#include "kernels/check.h"
+// The attention_norm family as the executor sees it (LAYER_NORM_*,
+// BATCH_MATMUL_*): load-time checks and run functions (common/glue.h says
+// how). Batched products broadcast their batch dims (for_each_batch) and read
+// b as [K, N] or, adj_y, [N, K].
 #include "kernels/portable/attention_norm/attention_norm.h"
+#include "kernels/portable/common/glue.h"
 #include "kernels/portable/kernels.h"
 
 namespace torchmcu {
 namespace portable {
 namespace {
-
-using schema::DType;
-using schema::OpParams;
-using schema::Operand;
 
 // ---- layer norm over the last axis: x [rows, cols], gamma, beta [cols] --------------
 
@@ -42,7 +39,7 @@ void layer_norm_f32_run(const OpContext& ctx) {
                  a.eps);
 }
 
-template <DType X, int32_t kMin, int32_t kMax>
+template <typename T>
 Error layer_norm_q_check(const OpContext& ctx) {
   TMCU_CHECK(check::counts(ctx, 3, 3, 1) &&
                  check::args<schema::QuantLayerNormArgs>(ctx, OpParams::QuantLayerNormParams),
@@ -50,18 +47,14 @@ Error layer_norm_q_check(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantLayerNormArgs>();
   const Operand& x = ctx.input(0);
   const Operand& y = ctx.output(0);
-  TMCU_CHECK(check::is(x, X) && x.rank >= 1 && check::is(y, X) && y.rank == x.rank, Error::InvalidOp);
+  TMCU_CHECK(is_q<T>(x) && x.rank >= 1 && is_q<T>(y) && y.rank == x.rank, Error::InvalidOp);
   TMCU_TRY(check::holds(x, a.rows, a.cols));
   TMCU_TRY(check::holds(y, a.rows, a.cols));
-  const bool wide = X == DType::I16;
   const int64_t eps = int64_t(a.eps_hi) * (int64_t{1} << 32) + a.eps_lo;
   TMCU_CHECK(check::vector(ctx.input(1), DType::I8, a.cols) && check::vector(ctx.input(2), DType::I32, a.cols) &&
                  a.cols <= kLayerNormMaxCols && a.eps_hi >= 0 && eps <= kLayerNormMaxEps &&
-                 a.output_multiplier >= 0 && a.output_shift >= -31 && a.output_shift <= 30 &&
-                 kMin <= a.act_min && a.act_min <= a.act_max && a.act_max <= kMax &&
-                 (wide ? a.input_zero_point == 0 && a.output_zero_point == 0
-                       : a.input_zero_point >= -128 && a.input_zero_point <= 127 &&
-                             a.output_zero_point >= -128 && a.output_zero_point <= 127),
+                 a.output_multiplier >= 0 && shift_ok(a.output_shift) && act_ok<T>(a.act_min, a.act_max) &&
+                 QType<T>::zero_point_ok(a.input_zero_point) && QType<T>::zero_point_ok(a.output_zero_point),
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -71,16 +64,12 @@ QuantLayerNormParams layer_norm_params(const schema::QuantLayerNormArgs& a) {
                               a.output_multiplier, a.output_shift, a.output_zero_point, a.act_min, a.act_max};
 }
 
-void layer_norm_s8_run(const OpContext& ctx) {
+template <typename T, void (*Fn)(const T*, const int8_t*, const int32_t*, T*, int32_t, int32_t,
+                                 const QuantLayerNormParams&)>
+void layer_norm_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantLayerNormArgs>();
-  layer_norm_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.in<const int32_t>(2), ctx.out<int8_t>(0),
-                a.rows, a.cols, layer_norm_params(a));
-}
-
-void layer_norm_s16_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantLayerNormArgs>();
-  layer_norm_s16(ctx.in<const int16_t>(0), ctx.in<const int8_t>(1), ctx.in<const int32_t>(2),
-                 ctx.out<int16_t>(0), a.rows, a.cols, layer_norm_params(a));
+  Fn(ctx.in<const T>(0), ctx.in<const int8_t>(1), ctx.in<const int32_t>(2), ctx.out<T>(0), a.rows, a.cols,
+     layer_norm_params(a));
 }
 
 // ---- batch matmul: a [..., M, K], b [..., K, N] (adj_y: [..., N, K]) -> [..., M, N] --
@@ -129,21 +118,26 @@ void bmm_f32_run(const OpContext& ctx) {
                  });
 }
 
-Error bmm_s8_check(const OpContext& ctx) {
+// The accumulator of K products: int8, the int32 sum of K products each at
+// most 255 * 255 in magnitude; int16 (zero points 0), K products of at most
+// 2^30 keep the int64 sum below 2^47 (requantize_s64's range).
+template <typename T>
+TMCU_INLINE bool bmm_depth_ok(int32_t k) {
+  return sizeof(T) == 1 ? int64_t(k) * 255 * 255 <= INT32_MAX : k < (1 << 17);
+}
+
+template <typename T>
+Error bmm_q_check(const OpContext& ctx) {
   TMCU_CHECK(check::counts(ctx, 2, 3, 1) &&
                  check::args<schema::QuantBatchMatmulArgs>(ctx, OpParams::QuantBatchMatmulParams) &&
                  scratch_ok(ctx),
              Error::InvalidOp);
   const auto& p = ctx.args<schema::QuantBatchMatmulArgs>();
-  TMCU_CHECK(check::is(ctx.input(0), DType::I8) && check::is(ctx.input(1), DType::I8) &&
-                 check::is(ctx.output(0), DType::I8),
-             Error::InvalidOp);
+  TMCU_CHECK(is_q<T>(ctx.input(0)) && is_q<T>(ctx.input(1)) && is_q<T>(ctx.output(0)), Error::InvalidOp);
   TMCU_TRY(check::batch_matmul_shapes(ctx, p));
-  // The int32 accumulator: K products each at most 255 * 255 in magnitude.
-  TMCU_CHECK(-128 <= p.act_min && p.act_min <= p.act_max && p.act_max <= 127 && p.output_shift >= -31 &&
-                 p.output_shift <= 30 && p.output_multiplier >= 0 && p.output_offset >= -128 &&
-                 p.output_offset <= 127 && p.lhs_offset >= -127 && p.lhs_offset <= 128 && p.rhs_offset >= -127 &&
-                 p.rhs_offset <= 128 && int64_t(p.a[ctx.output(0).rank - 1]) * 255 * 255 <= INT32_MAX,
+  TMCU_CHECK(act_ok<T>(p.act_min, p.act_max) && shift_ok(p.output_shift) && p.output_multiplier >= 0 &&
+                 QType<T>::output_offset_ok(p.output_offset) && QType<T>::input_offset_ok(p.lhs_offset) &&
+                 QType<T>::input_offset_ok(p.rhs_offset) && bmm_depth_ok<T>(p.a[ctx.output(0).rank - 1]),
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -169,25 +163,6 @@ void bmm_s8_run(const OpContext& ctx) {
                  });
 }
 
-Error bmm_s16_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 2, 3, 1) &&
-                 check::args<schema::QuantBatchMatmulArgs>(ctx, OpParams::QuantBatchMatmulParams) &&
-                 scratch_ok(ctx),
-             Error::InvalidOp);
-  const auto& p = ctx.args<schema::QuantBatchMatmulArgs>();
-  TMCU_CHECK(check::is(ctx.input(0), DType::I16) && check::is(ctx.input(1), DType::I16) &&
-                 check::is(ctx.output(0), DType::I16),
-             Error::InvalidOp);
-  TMCU_TRY(check::batch_matmul_shapes(ctx, p));
-  // Zero points 0; K products of at most 2^30 keep the int64 sum below 2^47
-  // (requantize_s64's range).
-  TMCU_CHECK(-32768 <= p.act_min && p.act_min <= p.act_max && p.act_max <= 32767 && p.output_shift >= -31 &&
-                 p.output_shift <= 30 && p.output_multiplier >= 0 && p.output_offset == 0 && p.lhs_offset == 0 &&
-                 p.rhs_offset == 0 && p.a[ctx.output(0).rank - 1] < (1 << 17),
-             Error::InvalidOp);
-  return Error::Ok;
-}
-
 void bmm_s16_run(const OpContext& ctx) {
   const auto& p = ctx.args<schema::QuantBatchMatmulArgs>();
   int32_t m, k, n;
@@ -207,11 +182,11 @@ void bmm_s16_run(const OpContext& ctx) {
 }  // namespace
 
 const Kernel kLayerNormF32 = {layer_norm_f32_check, layer_norm_f32_run};
-const Kernel kLayerNormS8 = {layer_norm_q_check<DType::I8, -128, 127>, layer_norm_s8_run};
-const Kernel kLayerNormS16 = {layer_norm_q_check<DType::I16, -32768, 32767>, layer_norm_s16_run};
+const Kernel kLayerNormS8 = {layer_norm_q_check<int8_t>, layer_norm_q_run<int8_t, layer_norm_s8>};
+const Kernel kLayerNormS16 = {layer_norm_q_check<int16_t>, layer_norm_q_run<int16_t, layer_norm_s16>};
 const Kernel kBatchMatmulF32 = {bmm_f32_check, bmm_f32_run};
-const Kernel kBatchMatmulS8 = {bmm_s8_check, bmm_s8_run};
-const Kernel kBatchMatmulS16 = {bmm_s16_check, bmm_s16_run};
+const Kernel kBatchMatmulS8 = {bmm_q_check<int8_t>, bmm_s8_run};
+const Kernel kBatchMatmulS16 = {bmm_q_check<int16_t>, bmm_s16_run};
 
 }  // namespace portable
 }  // namespace torchmcu

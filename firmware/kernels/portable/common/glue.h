@@ -19,6 +19,11 @@
 namespace torchmcu {
 namespace portable {
 
+// The program format's names every ops_<family>.cc uses.
+using schema::DType;
+using schema::OpParams;
+using schema::Operand;
+
 /// The NHWC shape of 4 dims as the program's arguments hold them.
 TMCU_INLINE Shape4 shape4(const int32_t* d) { return Shape4{d[0], d[1], d[2], d[3]}; }
 
@@ -35,7 +40,7 @@ struct QType;
 
 template <>
 struct QType<int8_t> {
-  static constexpr schema::DType kDType = schema::DType::I8;
+  static constexpr DType kDType = DType::I8;
   static constexpr int32_t kMin = -128, kMax = 127;
   // Offsets are negated input zero points and output zero points.
   static constexpr bool input_offset_ok(int32_t v) { return v >= -127 && v <= 128; }
@@ -48,7 +53,7 @@ struct QType<int8_t> {
 
 template <>
 struct QType<int16_t> {
-  static constexpr schema::DType kDType = schema::DType::I16;
+  static constexpr DType kDType = DType::I16;
   static constexpr int32_t kMin = -32768, kMax = 32767;
   static constexpr bool input_offset_ok(int32_t v) { return v == 0; }
   static constexpr bool output_offset_ok(int32_t v) { return v == 0; }
@@ -61,11 +66,11 @@ struct QType<int16_t> {
 
 /// An operand of T's dtype (any rank, or `rank` dims).
 template <typename T>
-TMCU_INLINE bool is_q(const schema::Operand& o) {
+TMCU_INLINE bool is_q(const Operand& o) {
   return check::is(o, QType<T>::kDType);
 }
 template <typename T>
-TMCU_INLINE bool is_q(const schema::Operand& o, uint32_t rank) {
+TMCU_INLINE bool is_q(const Operand& o, uint32_t rank) {
   return check::is(o, QType<T>::kDType, rank);
 }
 
@@ -77,7 +82,7 @@ TMCU_INLINE bool act_ok(int32_t lo, int32_t hi) {
 
 /// Inputs and the output of one (known) dtype.
 TMCU_INLINE bool same_dtype(const OpContext& ctx) {
-  const schema::DType t = ctx.input(0).dtype;
+  const DType t = ctx.input(0).dtype;
   for (uint32_t i = 0; i < ctx.num_inputs(); ++i) {
     if (!check::is(ctx.input(i), t)) return false;
   }

@@ -10,7 +10,6 @@
 // int16 math is defined for any of them (conv.h).
 #include <cstring>
 
-#include "kernels/check.h"
 #include "kernels/portable/common/glue.h"
 #include "kernels/portable/common/requantize.h"
 #include "kernels/portable/conv/conv.h"
@@ -19,10 +18,6 @@
 namespace torchmcu {
 namespace portable {
 namespace {
-
-using schema::DType;
-using schema::OpParams;
-using schema::Operand;
 
 // ---- float32 ---------------------------------------------------------------
 
@@ -432,48 +427,29 @@ Error transpose_quant_check(const OpContext& ctx, DType act, DType bias) {
   return Error::Ok;
 }
 
-// Each output sums at most kh * kw * in_c products of |(x + input_offset) * w| <= 255 * 128.
-constexpr int64_t kTermS8 = 2 * 128 * 128;
-
-Error transpose_s8_check(const OpContext& ctx) {
-  TMCU_TRY(transpose_quant_check(ctx, DType::I8, DType::I32));
+// int8: each output sums at most kh * kw * in_c products of |(x + input_offset) * w|
+// <= 255 * 128 (kConvTermS8); the tensor values are checked when the op runs.
+// The checks force dilation 1, so ConvQ<T>::params(a) has it.
+template <typename T>
+Error transpose_q_check(const OpContext& ctx) {
+  TMCU_TRY(transpose_quant_check(ctx, QType<T>::kDType, ConvQ<T>::kBias));
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
-  TMCU_CHECK(a.input_offset >= -127 && a.input_offset <= 128 && a.output_offset >= -128 &&
-                 a.output_offset <= 127 && -128 <= a.act_min && a.act_min <= a.act_max && a.act_max <= 127 &&
-                 int64_t(a.w[1]) * a.w[2] * a.w[3] * kTermS8 <= int64_t(INT32_MAX),
+  TMCU_CHECK(QType<T>::input_offset_ok(a.input_offset) && QType<T>::output_offset_ok(a.output_offset) &&
+                 act_ok<T>(a.act_min, a.act_max) &&
+                 (!ConvQ<T>::kBounded || accumulator_ok(int64_t(a.w[1]) * a.w[2] * a.w[3], kConvTermS8)),
              Error::InvalidOp);
   return Error::Ok;
 }
 
-void transpose_s8_run(const OpContext& ctx) {
+template <typename T, void (*Fn)(const T*, Shape4, const int8_t*, int32_t, int32_t, const Bias<T>*, const int32_t*,
+                                 const int32_t*, T*, Shape4, const typename ConvQ<T>::Params&)>
+void transpose_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
-  if (!s8::requant_in_range(ctx.in<const int32_t>(2), ctx.in<const int32_t>(3), ctx.in<const int32_t>(4), a.w[0],
-                            a.w[0], int64_t(a.w[1]) * a.w[2] * a.w[3], kTermS8)) {
-    std::memset(ctx.out<void>(0), 0, ctx.output(0).nbytes);
+  if (ConvQ<T>::kBounded && !requant_ok(ctx, a.w[0], a.w[0], int64_t(a.w[1]) * a.w[2] * a.w[3], kConvTermS8)) {
     return;
   }
-  const QuantConvParams p{a.stride_h, a.stride_w, a.pad_top, a.pad_left, 1, 1, a.input_offset,
-                          a.output_offset, a.act_min, a.act_max};
-  transpose_conv2d_s8(ctx.in<const int8_t>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2],
-                      ctx.in<const int32_t>(2), ctx.in<const int32_t>(3), ctx.in<const int32_t>(4),
-                      ctx.out<int8_t>(0), shape4(a.y), p);
-}
-
-Error transpose_s16_check(const OpContext& ctx) {
-  TMCU_TRY(transpose_quant_check(ctx, DType::I16, DType::I64));
-  const auto& a = ctx.args<schema::QuantConv2dArgs>();
-  TMCU_CHECK(a.input_offset == 0 && a.output_offset == 0 && -32768 <= a.act_min && a.act_min <= a.act_max &&
-                 a.act_max <= 32767,
-             Error::InvalidOp);
-  return Error::Ok;
-}
-
-void transpose_s16_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantConv2dArgs>();
-  const QuantConvS16Params p{a.stride_h, a.stride_w, a.pad_top, a.pad_left, 1, 1, a.act_min, a.act_max};
-  transpose_conv2d_s16(ctx.in<const int16_t>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2],
-                       ctx.in<const int64_t>(2), ctx.in<const int32_t>(3), ctx.in<const int32_t>(4),
-                       ctx.out<int16_t>(0), shape4(a.y), p);
+  Fn(ctx.in<const T>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2], ctx.in<const Bias<T>>(2),
+     ctx.in<const int32_t>(3), ctx.in<const int32_t>(4), ctx.out<T>(0), shape4(a.y), ConvQ<T>::params(a));
 }
 
 }  // namespace
@@ -492,8 +468,8 @@ const Kernel kDepthwiseConv2dS16 = {conv_check<int16_t, DType::I8, true>,
                                     depthwise_run<int16_t, depthwise_conv2d_s16>};
 const Kernel kLinearS16 = {linear_check<int16_t>, linear_s16_run};
 const Kernel kTransposeConv2dF32 = {transpose_f32_check, transpose_f32_run};
-const Kernel kTransposeConv2dS8 = {transpose_s8_check, transpose_s8_run};
-const Kernel kTransposeConv2dS16 = {transpose_s16_check, transpose_s16_run};
+const Kernel kTransposeConv2dS8 = {transpose_q_check<int8_t>, transpose_q_run<int8_t, transpose_conv2d_s8>};
+const Kernel kTransposeConv2dS16 = {transpose_q_check<int16_t>, transpose_q_run<int16_t, transpose_conv2d_s16>};
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -5,7 +5,6 @@
 // elementwise.h (common/glue.h says how). SUB takes ADD's arguments and
 // parameters (TFLite derives them the same way), so its checks are ADD's;
 // DIV_F32's are ADD_F32's.
-#include "kernels/check.h"
 #include "kernels/portable/common/glue.h"
 #include "kernels/portable/common/requantize.h"
 #include "kernels/portable/elementwise/elementwise.h"
@@ -14,10 +13,6 @@
 namespace torchmcu {
 namespace portable {
 namespace {
-
-using schema::DType;
-using schema::OpParams;
-using schema::Operand;
 
 // ---- float32 ---------------------------------------------------------------
 

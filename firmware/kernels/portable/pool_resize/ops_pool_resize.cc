@@ -2,7 +2,6 @@
 // ADAPTIVE_AVG_POOL2D_*, RESIZE_*; float32, int8, int16): load-time checks
 // of operands and arguments, and run functions handing them to the math of
 // pool_resize.h (common/glue.h says how).
-#include "kernels/check.h"
 #include "kernels/portable/common/glue.h"
 #include "kernels/portable/kernels.h"
 #include "kernels/portable/pool_resize/pool_resize.h"
@@ -10,10 +9,6 @@
 namespace torchmcu {
 namespace portable {
 namespace {
-
-using schema::DType;
-using schema::OpParams;
-using schema::Operand;
 
 // ---- pooling over NHWC ------------------------------------------------------
 
@@ -141,19 +136,15 @@ void bilinear_f32_run(const OpContext& ctx) {
   resize_bilinear_f32(ctx.in<const float>(0), shape4(a.x), ctx.out<float>(0), shape4(a.y), a.align_corners != 0);
 }
 
-Error bilinear_s8_check(const OpContext& ctx) { return resize_check(ctx, DType::I8); }
-Error bilinear_s16_check(const OpContext& ctx) { return resize_check(ctx, DType::I16); }
-
-void bilinear_s8_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::ResizeArgs>();
-  resize_bilinear_s8(ctx.in<const int8_t>(0), shape4(a.x), ctx.out<int8_t>(0), shape4(a.y), a.align_corners != 0,
-                     a.half_pixel_centers != 0);
+template <typename T>
+Error bilinear_q_check(const OpContext& ctx) {
+  return resize_check(ctx, QType<T>::kDType);
 }
 
-void bilinear_s16_run(const OpContext& ctx) {
+template <typename T, void (*Fn)(const T*, Shape4, T*, Shape4, bool, bool)>
+void bilinear_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::ResizeArgs>();
-  resize_bilinear_s16(ctx.in<const int16_t>(0), shape4(a.x), ctx.out<int16_t>(0), shape4(a.y),
-                      a.align_corners != 0, a.half_pixel_centers != 0);
+  Fn(ctx.in<const T>(0), shape4(a.x), ctx.out<T>(0), shape4(a.y), a.align_corners != 0, a.half_pixel_centers != 0);
 }
 
 // ---- adaptive average pooling: x, y NHWC -------------------------------------------
@@ -187,33 +178,20 @@ void adaptive_f32_run(const OpContext& ctx) {
                           ActRange{a.act_min, a.act_max});
 }
 
-// The int32 sums: 2^24 taps of |int8| <= 2^7, 2^16 of |int16| <= 2^15.
-Error adaptive_s8_check(const OpContext& ctx) {
-  TMCU_TRY(adaptive_check<schema::QuantAdaptivePool2dArgs>(ctx, OpParams::QuantPool2dParams, DType::I8,
-                                                           int64_t(1) << 24));
+// The int32 sums: 2^24 taps of |int8| <= 2^7, 2^16 of |int16| <= 2^15 (the pools' bounds).
+template <typename T>
+Error adaptive_q_check(const OpContext& ctx) {
+  TMCU_TRY(adaptive_check<schema::QuantAdaptivePool2dArgs>(ctx, OpParams::QuantPool2dParams, QType<T>::kDType,
+                                                           QType<T>::kPoolMaxTaps));
   const auto& a = ctx.args<schema::QuantAdaptivePool2dArgs>();
-  TMCU_CHECK(act_ok<int8_t>(a.act_min, a.act_max), Error::InvalidOp);
+  TMCU_CHECK(act_ok<T>(a.act_min, a.act_max), Error::InvalidOp);
   return Error::Ok;
 }
 
-Error adaptive_s16_check(const OpContext& ctx) {
-  TMCU_TRY(adaptive_check<schema::QuantAdaptivePool2dArgs>(ctx, OpParams::QuantPool2dParams, DType::I16,
-                                                           int64_t(1) << 16));
+template <typename T, void (*Fn)(const T*, Shape4, T*, Shape4, int32_t, int32_t)>
+void adaptive_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantAdaptivePool2dArgs>();
-  TMCU_CHECK(act_ok<int16_t>(a.act_min, a.act_max), Error::InvalidOp);
-  return Error::Ok;
-}
-
-void adaptive_s8_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantAdaptivePool2dArgs>();
-  adaptive_avg_pool2d_s8(ctx.in<const int8_t>(0), shape4(a.x), ctx.out<int8_t>(0), shape4(a.y), a.act_min,
-                         a.act_max);
-}
-
-void adaptive_s16_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantAdaptivePool2dArgs>();
-  adaptive_avg_pool2d_s16(ctx.in<const int16_t>(0), shape4(a.x), ctx.out<int16_t>(0), shape4(a.y), a.act_min,
-                          a.act_max);
+  Fn(ctx.in<const T>(0), shape4(a.x), ctx.out<T>(0), shape4(a.y), a.act_min, a.act_max);
 }
 
 }  // namespace
@@ -226,11 +204,11 @@ const Kernel kMaxPool2dS16 = {pool_check<int16_t, true>, pool_run<int16_t, max_p
 const Kernel kAvgPool2dS16 = {pool_check<int16_t, false>, pool_run<int16_t, avg_pool2d_s16>};
 const Kernel kResizeNearest = {nearest_check, nearest_run};
 const Kernel kResizeBilinearF32 = {bilinear_f32_check, bilinear_f32_run};
-const Kernel kResizeBilinearS8 = {bilinear_s8_check, bilinear_s8_run};
-const Kernel kResizeBilinearS16 = {bilinear_s16_check, bilinear_s16_run};
+const Kernel kResizeBilinearS8 = {bilinear_q_check<int8_t>, bilinear_q_run<int8_t, resize_bilinear_s8>};
+const Kernel kResizeBilinearS16 = {bilinear_q_check<int16_t>, bilinear_q_run<int16_t, resize_bilinear_s16>};
 const Kernel kAdaptiveAvgPool2dF32 = {adaptive_f32_check, adaptive_f32_run};
-const Kernel kAdaptiveAvgPool2dS8 = {adaptive_s8_check, adaptive_s8_run};
-const Kernel kAdaptiveAvgPool2dS16 = {adaptive_s16_check, adaptive_s16_run};
+const Kernel kAdaptiveAvgPool2dS8 = {adaptive_q_check<int8_t>, adaptive_q_run<int8_t, adaptive_avg_pool2d_s8>};
+const Kernel kAdaptiveAvgPool2dS16 = {adaptive_q_check<int16_t>, adaptive_q_run<int16_t, adaptive_avg_pool2d_s16>};
 
 }  // namespace portable
 }  // namespace torchmcu

@@ -6,7 +6,6 @@
 // absent), h0 [B, H] (or absent), for the LSTMs c0 [B, H] (or absent), for
 // the integer ops an optional scratch (CMSIS-NN's working memory; the
 // portable kernels need none); outputs y [T, B, H] and, for the LSTMs, c [B, H].
-#include "kernels/check.h"
 #include "kernels/portable/common/glue.h"
 #include "kernels/portable/kernels.h"
 #include "kernels/portable/recurrent/recurrent.h"
@@ -14,10 +13,6 @@
 namespace torchmcu {
 namespace portable {
 namespace {
-
-using schema::DType;
-using schema::OpParams;
-using schema::Operand;
 
 // Shapes stay small, so that no index or size product leaves 32 bits.
 TMCU_INLINE bool dim_ok(int32_t v) { return v >= 1 && v <= (1 << 16); }

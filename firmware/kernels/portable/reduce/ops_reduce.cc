@@ -2,7 +2,6 @@
 // LOG_SOFTMAX_*, SOFTMAX_MASKED_*): load-time checks of operands and
 // arguments, and run functions handing them to the math of reduce.h
 // (common/glue.h says how).
-#include "kernels/check.h"
 #include "kernels/portable/common/glue.h"
 #include "kernels/portable/kernels.h"
 #include "kernels/portable/reduce/reduce.h"
@@ -10,10 +9,6 @@
 namespace torchmcu {
 namespace portable {
 namespace {
-
-using schema::DType;
-using schema::OpParams;
-using schema::Operand;
 
 // x and y of one dtype and the same dims (rank >= 1).
 template <typename A>

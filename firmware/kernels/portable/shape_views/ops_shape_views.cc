@@ -8,7 +8,6 @@
 // never get here: the compiler makes them aliases at an offset.
 #include <cstring>
 
-#include "kernels/check.h"
 #include "kernels/portable/common/glue.h"
 #include "kernels/portable/kernels.h"
 #include "kernels/portable/shape_views/shape_views.h"
@@ -16,10 +15,6 @@
 namespace torchmcu {
 namespace portable {
 namespace {
-
-using schema::DType;
-using schema::OpParams;
-using schema::Operand;
 
 TMCU_INLINE bool movable(DType t) {
   return t == DType::F32 || t == DType::I8 || t == DType::I16 || t == DType::I32;
