@@ -1,6 +1,6 @@
 """Builds the element-wise, reduction, normalisation and attention kernels
-(firmware/kernels/portable/activations.cc, arith.cc, reductions.cc,
-attention_norm.cc, softmax_s8.cc) into a host shared library for ctypes, as
+(firmware/kernels/portable/activations/activations.cc, elementwise/arith.cc,
+reduce/reductions.cc, attention_norm/attention_norm.cc, reduce/softmax_s8.cc) into a host shared library for ctypes, as
 _kernel_lib_s8.py does: a throwaway extern "C" shim written next to the
 library flattens their parameter structs into int32 arrays. Built with UBSan
 aborting on the first report, so signed overflow or a bad shift fails the

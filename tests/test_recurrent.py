@@ -5,7 +5,7 @@ Chains of evidence, as for the other op families:
      against TensorFlow Lite Micro's UNIDIRECTIONAL_SEQUENCE_LSTM (the
      tflite-micro wheel), int8 and int16 activations, state kept across
      invocations; and a whole compiled program exported to .tflite;
-  b. the portable C kernels (firmware/kernels/portable/recurrent_s8.cc, built
+  b. the portable C kernels (firmware/kernels/portable/recurrent/recurrent_s8.cc, built
      with UBSan into a host library) against the reference on random
      parameters, saturation, clipping, reversed directions and initial states
      included;

@@ -27,7 +27,7 @@ firmware/, e.g. "core/method.h") is rewritten relative to the including file
 include path, and a header of another library cannot shadow ours.
 
 Selective build, at file level. The kernel objects of the model's op codes
-(kernels.txt) are kept in the files defining them (ops_f32.cc, ops_s8.cc:
+(kernels.txt) are kept in the files defining them (each family's ops_<family>.cc:
 `const Kernel kX = {...};`), the others are cut out. Which implementation
 files those kernels need is read from the compiler, not from a table: every
 candidate source is compiled (-Os, where unreferenced static functions are

@@ -77,7 +77,7 @@ inline int32_t wrap_add(int32_t a, int32_t b) {
   return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
 }
 
-// Output of one accumulator, as the generic kernels' (requantize_s8.h).
+// Output of one accumulator, as the generic kernels' (common/requantize.h).
 inline int8_t finish(int32_t acc, int32_t m, int32_t s, const s8::OutQuant& quant) {
   return quant(s8::requantize(acc, m, s));
 }

@@ -241,7 +241,7 @@ inline void fc_expand(const int8_t* x, int32_t K, int16x2_t* xp) {
 }
 
 // requantize() and the output clamp of one accumulator; the common case
-// (shift < 0) inline: hi as requantize_s8.h, then its rounding shift by e =
+// (shift < 0) inline: hi as common/requantize.h, then its rounding shift by e =
 // -shift, half away from zero, as ((t >> (e - 1)) + 1) >> 1 with t = hi -
 // (hi < 0) (floor((t + 2^(e-1)) / 2^e), which cannot wrap: hi <= 2^31 - 2).
 [[gnu::always_inline]] inline int8_t fc_out(int32_t acc, int32_t m, int32_t s, const s8::OutQuant& quant) {

@@ -60,8 +60,8 @@ struct QuantConvParams {
 
 /// conv2d_s8, depthwise_conv2d_s8 and linear_s8 require their multipliers in
 /// [0, 2^31), shifts in [-31, 30] and biases small enough that the int32
-/// accumulator cannot overflow (see requant_in_range in requantize_s8.h):
-/// the executor's glue (ops_s8.cc) checks these tensor values when the op
+/// accumulator cannot overflow (see requant_in_range in common/requantize.h):
+/// the executor's glue (ops_conv.cc) checks these tensor values when the op
 /// runs and outputs zeros instead of calling the kernel on others.
 ///
 /// acc = bias[c] + sum over taps and input channels of (in + input_offset) * w;
@@ -102,7 +102,7 @@ void linear_s8(const int8_t* in, const int8_t* w, const int32_t* bias,
 // (a row may start mid-byte when its length is odd), each a two's complement
 // value in [-8, 7]; CMSIS-NN's s4 kernels read the same layout. Layouts,
 // arithmetic and requirements otherwise as the _s8 kernels above; the glue
-// (ops_s8.cc) bounds the accumulators for products of at most 255 * 8.
+// (ops_conv.cc) bounds the accumulators for products of at most 255 * 8.
 
 /// Weight element i of a packed int4 tensor.
 inline int32_t int4_at(const int8_t* packed, int32_t i) {

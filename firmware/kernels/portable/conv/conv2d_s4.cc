@@ -1,5 +1,5 @@
 // W4A8 kernels: conv2d_s8, depthwise_conv2d_s8 and linear_s8 reading packed
-// int4 weights (portable_s8.h), unpacked tap by tap. Same integer math, so
+// int4 weights (conv.h), unpacked tap by tap. Same integer math, so
 // the same bits: each accumulator is bias + sum (x + input_offset) * w over
 // the in-bounds taps (padded taps add nothing), requantized per channel.
 #include "kernels/portable/conv/conv.h"

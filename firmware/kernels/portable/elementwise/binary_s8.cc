@@ -56,7 +56,7 @@ struct MinS8 {
 #if TMCU_S8_MVE
 // ADD of operands of the output's shape (a residual connection), 4 lanes
 // per step, the tail predicated: AddS8's arithmetic with fast::requant_v, where
-// that is requantize() (fast_s8.h). Wrapping lane arithmetic is the generic
+// that is requantize() (kernels/fast/fast.h). Wrapping lane arithmetic is the generic
 // kernel's int32 arithmetic, whose parameters the load-time check keeps from
 // overflowing. False when the shapes differ or the multipliers do not suit.
 bool add_s8_same_shape(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
@@ -90,7 +90,7 @@ bool add_s8_same_shape(const int8_t* a, const int32_t* a_dims, const int8_t* b, 
 
 }  // namespace
 
-// Equal shapes: the tabulated fast path (binary_s8_fast.h), else (MVE,
+// Equal shapes: the tabulated fast path (kernels/fast/elementwise/binary_s8.h), else (MVE,
 // fewer elements or other parameters) the 4-lane one above; broadcasts and
 // the rest: the generic kernel.
 void add_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,

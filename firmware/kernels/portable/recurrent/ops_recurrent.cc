@@ -1,5 +1,5 @@
 // The recurrent layers as the executor sees them (LSTM/GRU/RNN, float and
-// integer; see portable_recurrent.h): load-time checks of operands and
+// integer; see recurrent.h): load-time checks of operands and
 // arguments, and run functions calling the math.
 //
 // Operands, in order: x [T, B, I], w_ih [G*H, I], w_hh [G*H, H], bias (or

@@ -75,7 +75,7 @@ void softmax_f32_run(const OpContext& ctx) {
 
 // ---- softmax over the last axis ----------------------------------------------
 
-// An optional second input: the exp table (int32 [256], reductions.h).
+// An optional second input: the exp table (int32 [256], reduce.h).
 Error softmax_s8_check(const OpContext& ctx) {
   TMCU_CHECK(check::counts(ctx, 1, 2, 1) &&
                  (ctx.num_inputs() == 1 || check::vector(ctx.input(1), DType::I32, 256)) &&

@@ -158,7 +158,7 @@ void mean_s16(const int16_t* in, const int32_t* dims, int32_t rank, uint32_t axi
   mean_q(in, dims, rank, axis_mask, p, out);
 }
 
-// softmax_s16's steps (ops_s16.cc) over the unmasked entries.
+// softmax_s16's steps (below) over the unmasked entries.
 namespace {
 
 // The int16 softmax of softmax_s16 and, kMasked, of softmax_rows_s16 (the
