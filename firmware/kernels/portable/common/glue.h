@@ -42,6 +42,8 @@ template <>
 struct QType<int8_t> {
   static constexpr DType kDType = DType::I8;
   static constexpr int32_t kMin = -128, kMax = 127;
+  using Bias = int32_t;  // conv, linear and recurrent biases
+  static constexpr DType kBias = DType::I32;
   // Offsets are negated input zero points and output zero points.
   static constexpr bool input_offset_ok(int32_t v) { return v >= -127 && v <= 128; }
   static constexpr bool output_offset_ok(int32_t v) { return v >= -128 && v <= 127; }
@@ -55,6 +57,8 @@ template <>
 struct QType<int16_t> {
   static constexpr DType kDType = DType::I16;
   static constexpr int32_t kMin = -32768, kMax = 32767;
+  using Bias = int64_t;  // accumulated in int64 (requantize_s64)
+  static constexpr DType kBias = DType::I64;
   static constexpr bool input_offset_ok(int32_t v) { return v == 0; }
   static constexpr bool output_offset_ok(int32_t v) { return v == 0; }
   static constexpr bool zero_point_ok(int32_t zp) { return zp == 0; }

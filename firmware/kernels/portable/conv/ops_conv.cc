@@ -129,9 +129,7 @@ struct ConvQ;
 
 template <>
 struct ConvQ<int8_t> {
-  using Bias = int32_t;
   using Params = QuantConvParams;
-  static constexpr DType kBias = DType::I32;
   // The int32 accumulator is bounded at load (accumulator_ok) and the tensor
   // values checked when the op runs (requant_ok).
   static constexpr bool kBounded = true;
@@ -148,9 +146,7 @@ struct ConvQ<int8_t> {
 
 template <>
 struct ConvQ<int16_t> {
-  using Bias = int64_t;  // accumulated in int64
   using Params = QuantConvS16Params;
-  static constexpr DType kBias = DType::I64;
   static constexpr bool kBounded = false;
   static constexpr bool linear_input_offset_ok(int32_t v) { return v == 0; }
   static constexpr bool kShapeFirst = false;
@@ -161,7 +157,7 @@ struct ConvQ<int16_t> {
 };
 
 template <typename T>
-using Bias = typename ConvQ<T>::Bias;
+using Bias = typename QType<T>::Bias;
 
 /// The int32 accumulator of one output stays within int32 for any bias the
 /// math lets through: `terms` products, each at most `per_term` in magnitude.
@@ -223,7 +219,7 @@ Error conv_common_check(const OpContext& ctx, int32_t out_channels, int64_t taps
   TMCU_CHECK(QType<T>::input_offset_ok(a.input_offset) && QType<T>::output_offset_ok(a.output_offset) &&
                  act_ok<T>(a.act_min, a.act_max),
              Error::InvalidOp);
-  TMCU_CHECK(check::vector(ctx.input(2), ConvQ<T>::kBias, out_channels) &&
+  TMCU_CHECK(check::vector(ctx.input(2), QType<T>::kBias, out_channels) &&
                  check::vector(ctx.input(3), DType::I32, out_channels) &&
                  check::vector(ctx.input(4), DType::I32, out_channels),
              Error::InvalidOp);
@@ -328,7 +324,7 @@ Error linear_check(const OpContext& ctx) {
   TMCU_TRY(kW == DType::I4 ? holds_i4(w, a.w, 2) : check::holds(w, a.w));
   TMCU_TRY(check::holds(y, a.y_rows, a.y_cols));
   TMCU_CHECK(a.x_cols == a.w[1] && a.y_cols == a.w[0] && a.x_rows == a.y_rows, Error::InvalidOp);
-  TMCU_CHECK(check::vector(ctx.input(2), ConvQ<T>::kBias, a.w[0]) &&
+  TMCU_CHECK(check::vector(ctx.input(2), QType<T>::kBias, a.w[0]) &&
                  (!ConvQ<T>::kBounded || accumulator_ok(a.w[1], kW == DType::I4 ? kLinearTermS4 : kLinearTermS8)),
              Error::InvalidOp);
   const Operand& mult = ctx.input(3);
@@ -432,7 +428,7 @@ Error transpose_quant_check(const OpContext& ctx, DType act, DType bias) {
 // The checks force dilation 1, so ConvQ<T>::params(a) has it.
 template <typename T>
 Error transpose_q_check(const OpContext& ctx) {
-  TMCU_TRY(transpose_quant_check(ctx, QType<T>::kDType, ConvQ<T>::kBias));
+  TMCU_TRY(transpose_quant_check(ctx, QType<T>::kDType, QType<T>::kBias));
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
   TMCU_CHECK(QType<T>::input_offset_ok(a.input_offset) && QType<T>::output_offset_ok(a.output_offset) &&
                  act_ok<T>(a.act_min, a.act_max) &&

@@ -146,28 +146,32 @@ Error scratch_ok(const OpContext& ctx, uint32_t index) {
   return check::is(ctx.input(index), DType::I16, 1) ? Error::Ok : Error::InvalidOp;
 }
 
-Error lstm_int_check(const OpContext& ctx, DType act, DType bias) {
+/// The output offset a T value, the input offset a negated one (the
+/// recurrent ops take int16 offsets too).
+template <typename T>
+TMCU_INLINE bool offsets_ok(int32_t input_offset, int32_t output_offset) {
+  return output_offset >= QType<T>::kMin && output_offset <= QType<T>::kMax && input_offset >= -QType<T>::kMax &&
+         input_offset <= -QType<T>::kMin;
+}
+
+template <typename T>
+Error lstm_q_check(const OpContext& ctx) {
   TMCU_CHECK(check::counts(ctx, 6, 7, 2) && check::args<schema::QuantLstmArgs>(ctx, OpParams::QuantLstmParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantLstmArgs>();
-  TMCU_TRY(shapes(ctx, a, act, DType::I8, 4));
-  const int32_t lo = act == DType::I8 ? -128 : -32768;
-  const int32_t hi = act == DType::I8 ? 127 : 32767;
+  TMCU_TRY(shapes(ctx, a, QType<T>::kDType, DType::I8, 4));
   TMCU_CHECK(gates_ok(a, 4) && requant_ok(a.forget_multiplier, a.forget_shift) &&
                  requant_ok(a.cell_multiplier, a.cell_shift) && requant_ok(a.output_multiplier, a.output_shift) &&
-                 a.output_offset >= lo && a.output_offset <= hi && a.input_offset >= -hi && a.input_offset <= -lo &&
-                 a.cell_scale_power >= -31 && a.cell_scale_power <= 2 && a.cell_clip >= 0 && a.cell_clip <= 32767,
+                 offsets_ok<T>(a.input_offset, a.output_offset) && a.cell_scale_power >= -31 &&
+                 a.cell_scale_power <= 2 && a.cell_clip >= 0 && a.cell_clip <= 32767,
              Error::InvalidOp);
-  TMCU_TRY(bias_ok(ctx.input(3), bias, 2, 4 * a.hidden_size, false));
+  TMCU_TRY(bias_ok(ctx.input(3), QType<T>::kBias, 2, 4 * a.hidden_size, false));
   TMCU_TRY(state_ok(ctx.input(5), DType::I16, a.batch, a.hidden_size));
   TMCU_TRY(scratch_ok(ctx, 6));
   const Operand& c = ctx.output(1);
   TMCU_CHECK(OpContext::present(c), Error::InvalidOp);
   return state_ok(c, DType::I16, a.batch, a.hidden_size);
 }
-
-Error lstm_s8_check(const OpContext& ctx) { return lstm_int_check(ctx, DType::I8, DType::I32); }
-Error lstm_s16_check(const OpContext& ctx) { return lstm_int_check(ctx, DType::I16, DType::I64); }
 
 LstmQuant lstm_quant(const schema::QuantLstmArgs& a) {
   LstmQuant q{};
@@ -184,38 +188,28 @@ LstmQuant lstm_quant(const schema::QuantLstmArgs& a) {
   return q;
 }
 
-void lstm_s8_run(const OpContext& ctx) {
+template <typename T, void (*Fn)(const T*, const int8_t*, const int8_t*, const typename QType<T>::Bias*, const T*,
+                                 const int16_t*, T*, int16_t*, const RecurrentShape&, const LstmQuant&)>
+void lstm_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantLstmArgs>();
-  lstm_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int32_t>(3),
-          ctx.in<const int8_t>(4), ctx.in<const int16_t>(5), ctx.out<int8_t>(0), ctx.out<int16_t>(1),
-          shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), lstm_quant(a));
+  Fn(ctx.in<const T>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const typename QType<T>::Bias>(3),
+     ctx.in<const T>(4), ctx.in<const int16_t>(5), ctx.out<T>(0), ctx.out<int16_t>(1),
+     shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), lstm_quant(a));
 }
 
-void lstm_s16_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantLstmArgs>();
-  lstm_s16(ctx.in<const int16_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int64_t>(3),
-           ctx.in<const int16_t>(4), ctx.in<const int16_t>(5), ctx.out<int16_t>(0), ctx.out<int16_t>(1),
-           shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), lstm_quant(a));
-}
-
-Error gru_check(const OpContext& ctx, DType act, DType bias) {
+template <typename T>
+Error gru_q_check(const OpContext& ctx) {
   TMCU_CHECK(check::counts(ctx, 5, 6, 1) && check::args<schema::QuantGruArgs>(ctx, OpParams::QuantGruParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantGruArgs>();
-  TMCU_TRY(shapes(ctx, a, act, DType::I8, 3));
-  const int32_t lo = act == DType::I8 ? -128 : -32768;
-  const int32_t hi = act == DType::I8 ? 127 : 32767;
+  TMCU_TRY(shapes(ctx, a, QType<T>::kDType, DType::I8, 3));
   TMCU_CHECK(gates_ok(a, 3) && requant_ok(a.rh_multiplier, a.rh_shift) &&
                  requant_ok(a.blend_n_multiplier, a.blend_n_shift) &&
-                 requant_ok(a.blend_h_multiplier, a.blend_h_shift) && a.output_offset >= lo &&
-                 a.output_offset <= hi && a.input_offset >= -hi && a.input_offset <= -lo,
+                 requant_ok(a.blend_h_multiplier, a.blend_h_shift) && offsets_ok<T>(a.input_offset, a.output_offset),
              Error::InvalidOp);
-  TMCU_TRY(bias_ok(ctx.input(3), bias, 2, 3 * a.hidden_size, false));
+  TMCU_TRY(bias_ok(ctx.input(3), QType<T>::kBias, 2, 3 * a.hidden_size, false));
   return scratch_ok(ctx, 5);
 }
-
-Error gru_s8_check(const OpContext& ctx) { return gru_check(ctx, DType::I8, DType::I32); }
-Error gru_s16_check(const OpContext& ctx) { return gru_check(ctx, DType::I16, DType::I64); }
 
 GruQuant gru_quant(const schema::QuantGruArgs& a) {
   GruQuant q{};
@@ -230,68 +224,52 @@ GruQuant gru_quant(const schema::QuantGruArgs& a) {
   return q;
 }
 
-void gru_s8_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantGruArgs>();
-  gru_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int32_t>(3),
-         ctx.in<const int8_t>(4), ctx.out<int8_t>(0),
-         shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), gru_quant(a));
+// GRU and RNN: x, w_ih, w_hh, bias, h0 -> y.
+template <typename T, typename Q, void (*Fn)(const T*, const int8_t*, const int8_t*, const typename QType<T>::Bias*,
+                                             const T*, T*, const RecurrentShape&, const Q&),
+          typename A, Q (*Quant)(const A&)>
+void gru_rnn_q_run(const OpContext& ctx) {
+  const auto& a = ctx.args<A>();
+  Fn(ctx.in<const T>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const typename QType<T>::Bias>(3),
+     ctx.in<const T>(4), ctx.out<T>(0), shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse),
+     Quant(a));
 }
 
-void gru_s16_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantGruArgs>();
-  gru_s16(ctx.in<const int16_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int64_t>(3),
-          ctx.in<const int16_t>(4), ctx.out<int16_t>(0),
-          shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), gru_quant(a));
-}
-
-Error rnn_check(const OpContext& ctx, DType act, DType bias) {
+template <typename T>
+Error rnn_q_check(const OpContext& ctx) {
   TMCU_CHECK(check::counts(ctx, 5, 6, 1) && check::args<schema::QuantRnnArgs>(ctx, OpParams::QuantRnnParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantRnnArgs>();
-  TMCU_TRY(shapes(ctx, a, act, DType::I8, 1));
-  const int32_t lo = act == DType::I8 ? -128 : -32768;
-  const int32_t hi = act == DType::I8 ? 127 : 32767;
+  TMCU_TRY(shapes(ctx, a, QType<T>::kDType, DType::I8, 1));
   TMCU_CHECK((a.activation == 0 || a.activation == 1) && requant_ok(a.x_multiplier, a.x_shift) &&
                  requant_ok(a.h_multiplier, a.h_shift) && requant_ok(a.output_multiplier, a.output_shift) &&
-                 a.output_offset >= lo && a.output_offset <= hi && a.input_offset >= -hi && a.input_offset <= -lo,
+                 offsets_ok<T>(a.input_offset, a.output_offset),
              Error::InvalidOp);
-  TMCU_TRY(bias_ok(ctx.input(3), bias, 2, a.hidden_size, false));
+  TMCU_TRY(bias_ok(ctx.input(3), QType<T>::kBias, 2, a.hidden_size, false));
   return scratch_ok(ctx, 5);
 }
-
-Error rnn_s8_check(const OpContext& ctx) { return rnn_check(ctx, DType::I8, DType::I32); }
-Error rnn_s16_check(const OpContext& ctx) { return rnn_check(ctx, DType::I16, DType::I64); }
 
 RnnQuant rnn_quant(const schema::QuantRnnArgs& a) {
   return RnnQuant{a.x_multiplier, a.x_shift,  a.h_multiplier, a.h_shift, a.output_multiplier, a.output_shift,
                   a.output_offset, a.activation == 1};
 }
 
-void rnn_s8_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantRnnArgs>();
-  rnn_s8(ctx.in<const int8_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int32_t>(3),
-         ctx.in<const int8_t>(4), ctx.out<int8_t>(0),
-         shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), rnn_quant(a));
-}
-
-void rnn_s16_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantRnnArgs>();
-  rnn_s16(ctx.in<const int16_t>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const int64_t>(3),
-          ctx.in<const int16_t>(4), ctx.out<int16_t>(0),
-          shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), rnn_quant(a));
-}
 
 }  // namespace
 
 const Kernel kLstmF32 = {lstm_f32_check, lstm_f32_run};
 const Kernel kGruF32 = {gru_f32_check, gru_f32_run};
 const Kernel kRnnF32 = {rnn_f32_check, rnn_f32_run};
-const Kernel kLstmS8 = {lstm_s8_check, lstm_s8_run};
-const Kernel kLstmS16 = {lstm_s16_check, lstm_s16_run};
-const Kernel kGruS8 = {gru_s8_check, gru_s8_run};
-const Kernel kRnnS8 = {rnn_s8_check, rnn_s8_run};
-const Kernel kGruS16 = {gru_s16_check, gru_s16_run};
-const Kernel kRnnS16 = {rnn_s16_check, rnn_s16_run};
+const Kernel kLstmS8 = {lstm_q_check<int8_t>, lstm_q_run<int8_t, lstm_s8>};
+const Kernel kLstmS16 = {lstm_q_check<int16_t>, lstm_q_run<int16_t, lstm_s16>};
+const Kernel kGruS8 = {gru_q_check<int8_t>,
+                       gru_rnn_q_run<int8_t, GruQuant, gru_s8, schema::QuantGruArgs, gru_quant>};
+const Kernel kRnnS8 = {rnn_q_check<int8_t>,
+                       gru_rnn_q_run<int8_t, RnnQuant, rnn_s8, schema::QuantRnnArgs, rnn_quant>};
+const Kernel kGruS16 = {gru_q_check<int16_t>,
+                        gru_rnn_q_run<int16_t, GruQuant, gru_s16, schema::QuantGruArgs, gru_quant>};
+const Kernel kRnnS16 = {rnn_q_check<int16_t>,
+                        gru_rnn_q_run<int16_t, RnnQuant, rnn_s16, schema::QuantRnnArgs, rnn_quant>};
 
 }  // namespace portable
 }  // namespace torchmcu
