@@ -135,7 +135,8 @@ struct ConvQ<int8_t> {
   static constexpr bool kBounded = true;
   // linear: the bias holds the kernel sums, so the input offset is not the kernel's.
   static constexpr bool linear_input_offset_ok(int32_t) { return true; }
-  // The shape check (groups, depthwise multiplier) before x and y's.
+  // The shape check (groups, depthwise multiplier) before x's and y's; int16
+  // has it after them: each dtype keeps its order of checks, so its error codes.
   static constexpr bool kShapeFirst = true;
   static QuantConvParams params(const schema::QuantConv2dArgs& a) {
     return QuantConvParams{a.stride_h,      a.stride_w,     a.pad_top,     a.pad_left,

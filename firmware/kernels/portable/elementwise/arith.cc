@@ -8,25 +8,6 @@ namespace torchmcu {
 namespace portable {
 namespace {
 
-template <typename Fn>
-struct ClampedF {
-  Fn fn;
-  ActRange act;
-  float lhs(float x) const { return x; }
-  float rhs(float y) const { return y; }
-  float combine(float x, float y) const {
-    float v = fn(x, y);
-    v = v < act.min ? act.min : v;
-    return v > act.max ? act.max : v;
-  }
-};
-struct SubOp {
-  float operator()(float x, float y) const { return x - y; }
-};
-struct DivOp {
-  float operator()(float x, float y) const { return x / y; }
-};
-
 // add_s8's rescaling of each input, the difference requantized to the output.
 template <typename T>
 struct SubQ {
@@ -75,16 +56,6 @@ struct DivQ {
 };
 
 }  // namespace
-
-void sub_f32(const float* a, const int32_t* a_dims, const float* b, const int32_t* b_dims, float* out,
-             const int32_t* out_dims, int32_t rank, ActRange act) {
-  broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, ClampedF<SubOp>{SubOp(), act});
-}
-
-void div_f32(const float* a, const int32_t* a_dims, const float* b, const int32_t* b_dims, float* out,
-             const int32_t* out_dims, int32_t rank, ActRange act) {
-  broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, ClampedF<DivOp>{DivOp(), act});
-}
 
 void sub_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims, int8_t* out,
             const int32_t* out_dims, int32_t rank, const QuantAddParams& p) {

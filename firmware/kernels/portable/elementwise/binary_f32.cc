@@ -8,8 +8,14 @@ namespace {
 struct AddOp {
   float operator()(float x, float y) const { return x + y; }
 };
+struct SubOp {
+  float operator()(float x, float y) const { return x - y; }
+};
 struct MulOp {
   float operator()(float x, float y) const { return x * y; }
+};
+struct DivOp {
+  float operator()(float x, float y) const { return x / y; }
 };
 // NaN propagates, as torch.maximum / torch.minimum.
 struct MaxOp {
@@ -45,6 +51,16 @@ void add_f32(const float* a, const int32_t* a_dims, const float* b,
              const int32_t* b_dims, float* out, const int32_t* out_dims,
              int32_t rank, ActRange act) {
   broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, clamped(AddOp(), act));
+}
+
+void sub_f32(const float* a, const int32_t* a_dims, const float* b, const int32_t* b_dims, float* out,
+             const int32_t* out_dims, int32_t rank, ActRange act) {
+  broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, clamped(SubOp(), act));
+}
+
+void div_f32(const float* a, const int32_t* a_dims, const float* b, const int32_t* b_dims, float* out,
+             const int32_t* out_dims, int32_t rank, ActRange act) {
+  broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, clamped(DivOp(), act));
 }
 
 void mul_f32(const float* a, const int32_t* a_dims, const float* b,
