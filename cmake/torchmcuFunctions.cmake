@@ -87,7 +87,7 @@ function(_torchmcu_define_targets fw include_dir)
   set_property(GLOBAL PROPERTY TORCHMCU_FIRMWARE_DIR "${fw}")
 
   file(GLOB core CONFIGURE_DEPENDS "${fw}/core/*.cc")
-  file(GLOB portable CONFIGURE_DEPENDS "${fw}/kernels/portable/*.cc")
+  file(GLOB_RECURSE portable CONFIGURE_DEPENDS "${fw}/kernels/portable/*.cc")
   add_library(torchmcu_runtime STATIC ${core} ${portable})
   add_library(torchmcu::runtime ALIAS torchmcu_runtime)
   target_include_directories(torchmcu_runtime PUBLIC "${include_dir}" "${fw}")

@@ -11,11 +11,13 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 KERNEL_DIR = REPO / "firmware" / "kernels" / "portable"
-# Named explicitly: the directory also holds executor glue (program format,
-# op checks) that is not part of the plain math tested here.
+# Named explicitly: each family's folder also holds its executor glue
+# (ops_<family>.cc: program format, op checks), not part of the plain math
+# tested here.
 KERNEL_FILES = [KERNEL_DIR / name for name in (
-    "batch_matmul.cc", "binary.cc", "concat.cc", "conv2d.cc", "linear.cc", "mean.cc",
-    "pad.cc", "permute.cc", "pool2d.cc", "softmax.cc", "unary.cc")]
+    "attention_norm/batch_matmul_f32.cc", "elementwise/binary_f32.cc", "shape_views/concat.cc",
+    "conv/conv2d_f32.cc", "conv/linear_f32.cc", "reduce/mean_f32.cc", "shape_views/pad.cc",
+    "shape_views/permute.cc", "pool_resize/pool2d_f32.cc", "reduce/softmax_f32.cc", "elementwise/unary_f32.cc")]
 
 HOST_WARN_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror",
                    "-fno-rtti", "-fno-exceptions"]
@@ -24,7 +26,12 @@ ARM_FLAGS = ["-std=c++17", "-mcpu=cortex-m55", "-mfloat-abi=hard", "-mthumb",
              "-fno-exceptions", "-ffunction-sections", "-fdata-sections"]
 
 _SHIM = r"""
-#include "portable_f32.h"
+#include "kernels/portable/attention_norm/attention_norm.h"
+#include "kernels/portable/conv/conv.h"
+#include "kernels/portable/elementwise/elementwise.h"
+#include "kernels/portable/pool_resize/pool_resize.h"
+#include "kernels/portable/reduce/reduce.h"
+#include "kernels/portable/shape_views/shape_views.h"
 using namespace torchmcu::portable;
 #define X extern "C"
 
@@ -167,7 +174,7 @@ def build(tmp_dir: Path) -> ctypes.CDLL:
     shim.write_text(_SHIM)
     lib_path = tmp_dir / "libportable_f32.so"
     cmd = ["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-fno-rtti",
-           "-fno-exceptions", f"-I{KERNEL_DIR}", "-o", str(lib_path),
+           "-fno-exceptions", f"-I{KERNEL_DIR.parents[1]}", "-o", str(lib_path),
            str(shim), *map(str, KERNEL_FILES)]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     lib = ctypes.CDLL(str(lib_path))

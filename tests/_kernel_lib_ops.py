@@ -1,6 +1,6 @@
 """Builds the element-wise, reduction, normalisation and attention kernels
-(firmware/kernels/portable/activations.cc, arith.cc, reductions.cc,
-attention_norm.cc, softmax_s8.cc) into a host shared library for ctypes, as
+(firmware/kernels/portable/activations/activations.cc, elementwise/arith.cc,
+reduce/reductions.cc, attention_norm/attention_norm.cc, reduce/softmax_s8.cc) into a host shared library for ctypes, as
 _kernel_lib_s8.py does: a throwaway extern "C" shim written next to the
 library flattens their parameter structs into int32 arrays. Built with UBSan
 aborting on the first report, so signed overflow or a bad shift fails the
@@ -15,16 +15,16 @@ from _kernel_lib import HOST_WARN_FLAGS, KERNEL_DIR, _Buffer
 
 REPO = Path(__file__).resolve().parents[1]
 KERNEL_FILES = [KERNEL_DIR / name for name in (
-    "activations.cc", "arith.cc", "reductions.cc", "attention_norm.cc", "softmax_s8.cc", "requantize_s8.cc",
-    "batch_matmul_s8.cc")]
-INCLUDES = [f"-I{REPO / 'firmware'}", f"-I{KERNEL_DIR}"]
+    "activations/activations.cc", "elementwise/arith.cc", "reduce/reductions.cc", "attention_norm/attention_norm.cc",
+    "reduce/softmax_s8.cc", "common/requantize.cc", "attention_norm/batch_matmul_s8.cc")]
+INCLUDES = [f"-I{REPO / 'firmware'}"]
 
 _SHIM = r"""
 #include <cstring>
-#include "kernels/portable/activations.h"
-#include "kernels/portable/arith.h"
-#include "kernels/portable/attention_norm.h"
-#include "kernels/portable/reductions.h"
+#include "kernels/portable/activations/activations.h"
+#include "kernels/portable/attention_norm/attention_norm.h"
+#include "kernels/portable/elementwise/elementwise.h"
+#include "kernels/portable/reduce/reduce.h"
 using namespace torchmcu::portable;
 #define X extern "C"
 

@@ -15,16 +15,22 @@ from _kernel_lib import ARM_FLAGS, HOST_WARN_FLAGS, KERNEL_DIR, _Buffer  # noqa:
 
 REPO = Path(__file__).resolve().parents[1]
 FIRMWARE_DIR = REPO / "firmware"
-# Named explicitly: the directory also holds the int8 executor glue
-# (ops_s8.cc), which is not part of the plain math tested here.
+# Named explicitly: each family's folder also holds its executor glue
+# (ops_<family>.cc), which is not part of the plain math tested here.
 KERNEL_FILES_S8 = [KERNEL_DIR / name for name in (
-    "requantize_s8.cc", "conv2d_s8.cc", "linear_s8.cc", "binary_s8.cc", "pool2d_s8.cc",
-    "softmax_s8.cc", "quantize_s8.cc", "batch_matmul_s8.cc")]
-INCLUDES = [f"-I{FIRMWARE_DIR}", f"-I{KERNEL_DIR}"]
+    "common/requantize.cc", "conv/conv2d_s8.cc", "conv/linear_s8.cc", "elementwise/binary_s8.cc",
+    "pool_resize/pool2d_s8.cc", "reduce/softmax_s8.cc", "elementwise/quantize.cc",
+    "attention_norm/batch_matmul_s8.cc")]
+INCLUDES = [f"-I{FIRMWARE_DIR}"]
 
 _SHIM = r"""
 #include <cstring>
-#include "kernels/portable/portable_s8.h"
+#include "kernels/portable/attention_norm/attention_norm.h"
+#include "kernels/portable/common/requantize.h"
+#include "kernels/portable/conv/conv.h"
+#include "kernels/portable/elementwise/elementwise.h"
+#include "kernels/portable/pool_resize/pool_resize.h"
+#include "kernels/portable/reduce/reduce.h"
 using namespace torchmcu::portable;
 #define X extern "C"
 
@@ -129,7 +135,7 @@ _SIGNATURES = {
     "k_lut": [_P, _P, _S, _P],
 }
 
-# Field orders of the parameter structs in portable_s8.h.
+# Field orders of the parameter structs in the family headers (conv.h, elementwise.h, ...).
 ADD_FIELDS = ("input1_offset", "input1_multiplier", "input1_shift", "input2_offset",
               "input2_multiplier", "input2_shift", "left_shift", "output_multiplier",
               "output_shift", "output_offset", "act_min", "act_max")

@@ -39,7 +39,7 @@ def conv_maker(seed: int):
 def fast_and_generic(out: Path, x: np.ndarray) -> tuple[list[dict], list[int], list[int], list[np.ndarray]]:
     """Builds and runs the compiled model in `out` on `x` in QEMU: bit-exact
     with the reference; then built with the generic kernels
-    (-DTMCU_S8_GENERIC, fast_s8.h), the same outputs. Returns the report's
+    (-DTMCU_S8_GENERIC, kernels/fast/fast.h), the same outputs. Returns the report's
     ops, each op's kernel instructions fast and generic, and the outputs."""
     build_firmware(out)
     res = runner.run(out, [x], sim="qemu", profile=True)

@@ -46,13 +46,23 @@ REQUIRED_PROPERTIES = ("name", "version", "author", "maintainer", "sentence", "p
                        "url", "architectures")
 CATEGORIES = {"Display", "Communication", "Signal Input/Output", "Sensors", "Device Control", "Timing",
               "Data Storage", "Data Processing", "Other", "Uncategorized"}
-# The implementation file of each op code these models use (a kernel object
-# lives in ops_f32.cpp or ops_s8.cpp; None: no file beyond it).
+# The implementation file of each op code these models use, under
+# src/kernels/portable/ (a kernel object lives in its family's
+# ops_<family>.cpp; None: no file beyond it).
 IMPLEMENTATION = {
-    "CONV2D_F32": "conv2d.cpp", "MAX_POOL2D_F32": "pool2d.cpp", "LINEAR_F32": "linear.cpp",
-    "PERMUTE": "permute.cpp", "COPY": None, "CLAMP_F32": "unary.cpp",
-    "QUANTIZE_S8": "quantize_s8.cpp", "DEQUANTIZE_S8": "quantize_s8.cpp", "CONV2D_S8": "conv2d_s8.cpp",
-    "MAX_POOL2D_S8": "pool2d_s8.cpp", "LINEAR_S8": "linear_s8.cpp", "CLAMP_S8": None,
+    "CONV2D_F32": "conv/conv2d_f32.cpp", "MAX_POOL2D_F32": "pool_resize/pool2d_f32.cpp",
+    "LINEAR_F32": "conv/linear_f32.cpp", "PERMUTE": "shape_views/permute.cpp", "COPY": None,
+    "CLAMP_F32": "elementwise/unary_f32.cpp", "QUANTIZE_S8": "elementwise/quantize.cpp",
+    "DEQUANTIZE_S8": "elementwise/quantize.cpp", "CONV2D_S8": "conv/conv2d_s8.cpp",
+    "MAX_POOL2D_S8": "pool_resize/pool2d_s8.cpp", "LINEAR_S8": "conv/linear_s8.cpp",
+    "CLAMP_S8": "elementwise/quantize.cpp",
+}
+# The family of each (its folder, and its kernel objects' ops_<family>.cpp).
+FAMILY = {
+    "CONV2D_F32": "conv", "MAX_POOL2D_F32": "pool_resize", "LINEAR_F32": "conv", "PERMUTE": "shape_views",
+    "COPY": "shape_views", "CLAMP_F32": "elementwise", "QUANTIZE_S8": "elementwise",
+    "DEQUANTIZE_S8": "elementwise", "CONV2D_S8": "conv", "MAX_POOL2D_S8": "pool_resize", "LINEAR_S8": "conv",
+    "CLAMP_S8": "elementwise",
 }
 
 # Declarations only: what platform_arduino.cpp, serial_io.cpp and the sketch
@@ -180,13 +190,13 @@ def test_src_has_exactly_the_kernels_the_model_uses(models: dict[str, Path], lib
     unknown = sorted(set(codes) - set(IMPLEMENTATION))
     assert not unknown, f"the model now uses {unknown}: add them to IMPLEMENTATION"
     kernels_dir = lib / "src" / "kernels" / "portable"
-    sources = sorted(p.name for p in kernels_dir.glob("*.cpp"))
-    holders = {"ops_s8.cpp" if c.endswith("_S8") else "ops_f32.cpp" for c in codes}
+    sources = sorted(p.relative_to(kernels_dir).as_posix() for p in kernels_dir.rglob("*.cpp"))
+    holders = {f"{FAMILY[c]}/ops_{FAMILY[c]}.cpp" for c in codes}
     expected = sorted(holders | {IMPLEMENTATION[c] for c in codes if IMPLEMENTATION[c]})
     assert sources == expected
     # The kernel objects defined are exactly the model's op codes.
     defined = set()
-    for p in kernels_dir.glob("*.cpp"):
+    for p in kernels_dir.rglob("*.cpp"):
         defined |= set(re.findall(r"^const Kernel (k\w+) =", p.read_text(), re.MULTILINE))
     assert defined == {kernel_symbol(c) for c in codes}
     table = (lib / "src" / "model" / "kernel_table.cpp").read_text()

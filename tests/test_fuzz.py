@@ -117,7 +117,7 @@ def test_parse_output() -> None:
 INFO: Loaded 1 modules   (4749 inline 8-bit counters): 4749 [0x1, 0x2),
 #6	INITED cov: 1585 ft: 2301 corp: 6/49Kb exec/s: 0 rss: 40Mb
 #8192	pulse  cov: 1700 ft: 2500 corp: 40/100Kb lim: 4096 exec/s: 4096 rss: 60Mb
-/work/main/firmware/kernels/portable/linear_s8.cc:26:14: runtime error: signed integer overflow
+/work/main/firmware/kernels/portable/conv/linear_s8.cc:26:14: runtime error: signed integer overflow
 SUMMARY: UndefinedBehaviorSanitizer: undefined-behavior linear_s8.cc:26:14 in
 MS: 1 ChangeBinInt-; base unit: 0123
 artifact_prefix='/tmp/a/'; Test unit written to /tmp/a/crash-abc
@@ -131,6 +131,6 @@ stat::peak_rss_mb:              61
     assert res["executions"] == 9000 and res["exec_per_sec"] == 4500 and res["new_units"] == 34
     assert res["coverage"] == 1700 and res["counters"] == 4749 and res["features"] == 2500
     assert res["crashes"] == [{"kind": "crash", "path": "/tmp/a/crash-abc",
-                               "error": "/work/main/firmware/kernels/portable/linear_s8.cc:26:14: runtime error: "
+                               "error": "/work/main/firmware/kernels/portable/conv/linear_s8.cc:26:14: runtime error: "
                                         "signed integer overflow",
                                "summary": "UndefinedBehaviorSanitizer: undefined-behavior linear_s8.cc:26:14 in"}]

@@ -21,12 +21,13 @@ from torchmcu.reference import conv as rc
 from torchmcu.reference import pool_resize as rp
 from torchmcu.reference import quant
 
-FILES = [KERNEL_DIR / n for n in ("requantize_s8.cc", "conv2d_s8.cc", "conv2d_s16.cc", "pool2d_s8.cc",
-                                  "transpose_conv.cc", "resize.cc")]
+FILES = [KERNEL_DIR / n for n in ("common/requantize.cc", "conv/conv2d_s8.cc", "conv/conv2d_s16.cc",
+                                  "pool_resize/pool2d_s8.cc", "conv/transpose_conv.cc", "pool_resize/resize.cc")]
 
 _SHIM = r"""
 #include <cstring>
-#include "kernels/portable/portable_s16.h"
+#include "kernels/portable/conv/conv.h"
+#include "kernels/portable/pool_resize/pool_resize.h"
 using namespace torchmcu::portable;
 #define X extern "C"
 static Shape4 shape(const int32_t* s) { return Shape4{s[0], s[1], s[2], s[3]}; }

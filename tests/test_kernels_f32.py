@@ -538,7 +538,7 @@ def test_pad(lib, shape, before, after, dtype, value):
 # ---------------------------------------------------------------- build hygiene
 
 def _compile(compiler, flags, src, obj):
-    return subprocess.run([compiler, *flags, f"-I{KERNEL_DIR}", "-c", str(src),
+    return subprocess.run([compiler, *flags, f"-I{KERNEL_DIR.parents[1]}", "-c", str(src),
                            "-o", str(obj)], capture_output=True, text=True)
 
 

@@ -1,6 +1,7 @@
 """The element-wise, reduction, normalisation and attention kernels, bit for
-bit: the C math (firmware/kernels/portable/activations.cc, arith.cc,
-reductions.cc, attention_norm.cc, softmax_s8.cc; built with UBSan, see
+bit: the C math (firmware/kernels/portable/activations/activations.cc,
+elementwise/arith.cc, reduce/reductions.cc, attention_norm/attention_norm.cc,
+reduce/softmax_s8.cc; built with UBSan, see
 _kernel_lib_ops.py) against its NumPy twin in aot/torchmcu/reference/, on
 seeded random data and realistic random quantization parameters, and the
 reference's own properties (the layer-norm scheme against float, the masked

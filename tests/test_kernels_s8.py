@@ -568,9 +568,11 @@ def _compile_all(compiler, flags, out_dir):
 
 
 def test_s8_sources_present():
-    names = {f.name for f in KERNEL_FILES_S8}
-    assert {"requantize_s8.cc", "conv2d_s8.cc", "linear_s8.cc", "binary_s8.cc", "pool2d_s8.cc",
-            "softmax_s8.cc", "quantize_s8.cc", "batch_matmul_s8.cc"} <= names
+    assert all(f.is_file() for f in KERNEL_FILES_S8)
+    names = {f.relative_to(f.parents[1]).as_posix() for f in KERNEL_FILES_S8}
+    assert {"common/requantize.cc", "conv/conv2d_s8.cc", "conv/linear_s8.cc", "elementwise/binary_s8.cc",
+            "pool_resize/pool2d_s8.cc", "reduce/softmax_s8.cc", "elementwise/quantize.cc",
+            "attention_norm/batch_matmul_s8.cc"} <= names
 
 
 def test_host_compile_warning_free(tmp_path):

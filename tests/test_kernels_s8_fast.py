@@ -1,4 +1,4 @@
-"""The int8 fast paths (firmware/kernels/portable/conv2d_s8_fast.h, dwconv_s8_fast.h: SMLAD on
+"""The int8 fast paths (firmware/kernels/fast/conv/conv2d_s8.h, dwconv_s8.h: SMLAD on
 DSP targets, MVE on the M55) bit for bit against the NumPy reference, in QEMU
 on the M4 (mps2-an386), the M33 (mps2-an505) and the M55 (mps3-an547). The
 host and the M3 build the generic kernels, which test_kernels_s8.py checks.

@@ -1,4 +1,4 @@
-"""The int8 conv2d fast path (firmware/kernels/portable/conv2d_s8_fast.h: a GEMM of
+"""The int8 conv2d fast path (firmware/kernels/fast/conv/conv2d_s8.h: a GEMM of
 2 output channels x 4 pixels with VMLADAVA on the M55, 1 x 4 or 1 x 2 with SMLAD on
 the DSP targets, over an interleaved im2col buffer) bit for bit against the NumPy
 reference, in QEMU on the M4 (mps2-an386), the M33 (mps2-an505) and the M55

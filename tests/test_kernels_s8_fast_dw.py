@@ -1,4 +1,4 @@
-"""The int8 depthwise fast paths (firmware/kernels/portable/dwconv_s8_fast.h:
+"""The int8 depthwise fast paths (firmware/kernels/fast/conv/dwconv_s8.h:
 the row-group paths, MVE on the M55 and SMLAD on the M4/M33, and the
 per-pixel paths they fall back to) bit for bit against the NumPy reference,
 in QEMU on the M4 (mps2-an386), the M33 (mps2-an505) and the M55

@@ -1,6 +1,6 @@
 """The int8 fast paths of LINEAR_S8, ADD_S8 and AVG_POOL2D_S8
-(firmware/kernels/portable/linear_s8_fast.h, binary_s8_fast.h,
-pool2d_s8_fast.h) bit for bit against the NumPy reference, in QEMU on
+(firmware/kernels/fast/conv/linear_s8.h, elementwise/binary_s8.h,
+pool_resize/pool2d_s8.h) bit for bit against the NumPy reference, in QEMU on
 the M4 (mps2-an386), the M33 (mps2-an505) and the M55 (mps3-an547).
 
 The programs are built by hand (tests/test_runtime_features.py's Builder),

@@ -5,7 +5,7 @@ Chains of evidence, as for the other op families:
      against TensorFlow Lite Micro's UNIDIRECTIONAL_SEQUENCE_LSTM (the
      tflite-micro wheel), int8 and int16 activations, state kept across
      invocations; and a whole compiled program exported to .tflite;
-  b. the portable C kernels (firmware/kernels/portable/recurrent_s8.cc, built
+  b. the portable C kernels (firmware/kernels/portable/recurrent/recurrent_s8.cc, built
      with UBSan into a host library) against the reference on random
      parameters, saturation, clipping, reversed directions and initial states
      included;
@@ -33,7 +33,7 @@ from torchmcu.errors import CompileError
 from torchmcu.reference import recurrent as R
 from torchmcu.sim import runner
 
-KERNELS = REPO / "firmware" / "kernels" / "portable"
+KERNELS = REPO / "firmware" / "kernels" / "portable" / "recurrent"
 BOARD = "mps3-an547"
 
 
@@ -127,7 +127,7 @@ def test_program_exported_to_tflite_is_tflm_bit_for_bit(tmp_path):
 
 _SHIM = r"""
 #include <cstring>
-#include "kernels/portable/portable_recurrent.h"
+#include "kernels/portable/recurrent/recurrent.h"
 using namespace torchmcu::portable;
 #define X extern "C"
 
@@ -193,7 +193,7 @@ def lib(tmp_path_factory):
     out = d / "librecurrent.so"
     cmd = ["g++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-fno-rtti", "-fno-exceptions", "-shared",
            "-fPIC", "-fsanitize=undefined", "-fno-sanitize-recover=all", f"-I{REPO / 'firmware'}",
-           f"-I{KERNELS}", "-o", str(out), str(d / "shim.cc"), str(KERNELS / "recurrent_s8.cc")]
+           "-o", str(out), str(d / "shim.cc"), str(KERNELS / "recurrent_s8.cc")]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     lib = ctypes.CDLL(str(out))

@@ -49,7 +49,7 @@ def test_build_writes_and_prints_the_breakdown(built, capsys) -> None:
 
 def test_input_files_are_attributed_to_their_part() -> None:
     assert size_part("/r/build/m/fw/obj/firmware/core/method.o") == "runtime"
-    assert size_part("/r/build/m/fw/obj/firmware/kernels/portable/conv2d_s8.o") == "kernels"
+    assert size_part("/r/build/m/fw/obj/firmware/kernels/portable/conv/conv2d_s8.o") == "kernels"
     assert size_part("/r/build/m/fw/obj/firmware/kernels/cmsis_nn/conv_s8.o") == "kernels"
     assert size_part("/r/build/cmsis-nn/x/libcmsis-nn.a(arm_convolve_s8.o)") == "kernels"
     assert size_part("/r/build/m/fw/obj/build/m/kernel_table.o") == "kernels"

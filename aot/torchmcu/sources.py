@@ -18,7 +18,9 @@ CFLAGS = ["-std=c11", "-ffunction-sections", "-fdata-sections", "-Wall", "-Wextr
 
 
 def kernel_sources() -> list[Path]:
-    return sorted((FIRMWARE / "kernels" / "portable").glob("*.cc"))
+    """The portable kernels: one folder per family (kernels/portable/<family>/,
+    and common/); their fast paths (kernels/fast/) are headers they include."""
+    return sorted((FIRMWARE / "kernels" / "portable").rglob("*.cc"))
 
 
 def runtime_sources() -> list[Path]:

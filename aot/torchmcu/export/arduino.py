@@ -6,7 +6,8 @@ The library follows the Arduino library specification, 1.5 format
     OUT/library.properties            metadata (every field the spec requires)
     OUT/src/<Name>.h                  the header a sketch includes
     OUT/src/core/, kernels/, app/     the runtime: loader, executor, the line-protocol app
-    OUT/src/kernels/portable/         only the kernels the model uses (below)
+    OUT/src/kernels/portable/         only the kernel families the model uses (below), and
+    OUT/src/kernels/fast/             the fast paths their files include
     OUT/src/model/                    the program (flash), the arenas (RAM), the
                                       kernel table, the model's C API (NAME.h,
                                       NAME.cpp), the bundled example input
@@ -26,7 +27,7 @@ firmware/, e.g. "core/method.h") is rewritten relative to the including file
 include path, and a header of another library cannot shadow ours.
 
 Selective build, at file level. The kernel objects of the model's op codes
-(kernels.txt) are kept in the files defining them (ops_f32.cc, ops_s8.cc:
+(kernels.txt) are kept in the files defining them (each family's ops_<family>.cc:
 `const Kernel kX = {...};`), the others are cut out. Which implementation
 files those kernels need is read from the compiler, not from a table: every
 candidate source is compiled (-Os, where unreferenced static functions are
@@ -134,7 +135,7 @@ def export_arduino(model_dir: str | Path, out: str | Path, name: str | None = No
     _check_out(Path(out))
 
     used = {kernel_symbol(c) for c in codes}
-    kernel_files = {p: _cut_kernels(p, used) for p in sorted(PORTABLE.glob("*.cc"))}
+    kernel_files = {p: _cut_kernels(p, used) for p in sorted(PORTABLE.rglob("*.cc"))}
     found = {m for text in kernel_files.values() for m in _KERNEL_DEF.findall(text)}
     if found != used:
         raise ArduinoExportError(f"kernels {sorted(used - found)} not found as `const Kernel kX = {{...}};` "
@@ -155,7 +156,7 @@ def export_arduino(model_dir: str | Path, out: str | Path, name: str | None = No
     files.append(_File(f"examples/{name}/{name}.ino", sketch, None))
     props = _properties(name, mdir, meta, author, maintainer, url, architectures)
     files.append(_File("library.properties", props, None))
-    kernels = sorted(Path(f.lib).name for f in kernel_sources)
+    kernels = sorted(Path(f.lib).relative_to("src/kernels/portable").as_posix() for f in kernel_sources)
     manifest = {"name": name, "model": str(mdir), "board": meta["board"], "quant": meta.get("quant"),
                 "op_codes": codes, "kernel_files": kernels, "files": sorted(f.lib for f in files)}
     files.append(_File("extras/torchmcu.json", json.dumps(manifest, indent=2) + "\n", None))

@@ -121,8 +121,9 @@ KERNELS: tuple[Kernel, ...] = (
         "Conv2dParams",
         tflite=True,
         note=(
-            "Convolution, pooling and resizing (60..79): see portable_f32.h,",
-            "portable_s8.h and portable_s16.h for the arithmetic.",
+            "Convolution, pooling and resizing (60..79): see",
+            "firmware/kernels/portable/conv/conv.h and pool_resize/pool_resize.h for",
+            "the arithmetic.",
             "Transposed convolution: output pixel (iy * stride - pad_top + ky,",
             "ix * stride - pad_left + kx) gathers x[iy][ix] * w[ky][kx]; w is",
             "[out_c, kh, kw, in_c] (TFLite's TRANSPOSE_CONV), dilation and groups 1.",

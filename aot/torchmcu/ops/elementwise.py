@@ -92,7 +92,10 @@ KERNELS: tuple[Kernel, ...] = (
         "QuantizeArgs",
         None,
         tflite=True,
-        note=("int8: see firmware/kernels/portable/portable_s8.h for the arithmetic.",),
+        note=(
+            "int8: see firmware/kernels/portable/<family>/<family>.h (and",
+            "common/types.h) for the arithmetic.",
+        ),
         doc="f32 -> i8 at the output's scale and zero point",
     ),
     Kernel(
@@ -142,7 +145,8 @@ KERNELS: tuple[Kernel, ...] = (
         note=(
             "39: reserved (HiFi backend).",
             "a16w8 (40..): int16 activations (symmetric, zero point 0), int8 weights;",
-            "see firmware/kernels/portable/portable_s16.h for the arithmetic.",
+            "see firmware/kernels/portable/<family>/<family>.h (the _s16 functions)",
+            "for the arithmetic.",
         ),
         doc="f32 -> i16 at the output's scale (QuantizeArgs)",
     ),

@@ -39,7 +39,7 @@ KERNELS: tuple[Kernel, ...] = (
             "(x [T, B, I], y [T, B, H]); the final hidden state is y's last step (the",
             "first with reverse). Gates in PyTorch's order: LSTM i, f, g, o; GRU r, z,",
             "n. State inputs left out (absent) start at zero. See",
-            "firmware/kernels/portable/portable_recurrent.h for the arithmetic.",
+            "firmware/kernels/portable/recurrent/recurrent.h for the arithmetic.",
         ),
         doc="x, w_ih [4H, I], w_hh [4H, H], bias [4H] (b_ih + b_hh) or absent, h0 [B, H], c0 [B, H]; y, c [B, H]",
     ),

@@ -1,5 +1,5 @@
 """Convolution, fully connected and matrix products: the integer twins of
-firmware/kernels/portable/conv2d_s8.cc, linear_s8.cc, batch_matmul_s8.cc,
+firmware/kernels/portable/conv/conv2d_s8.cc, linear_s8.cc, attention_norm/batch_matmul_s8.cc,
 conv2d_s16.cc (and the s4 kernels, which run the same math on unpacked
 weights), and the interpreter's runners for their op codes.
 

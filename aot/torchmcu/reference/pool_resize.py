@@ -1,5 +1,5 @@
 """Pooling and resizing: the integer twins of firmware/kernels/portable/
-pool2d_s8.cc, resize.cc and the int16 pools, and the interpreter's runners
+pool_resize/ (pool2d_s8.cc, pool2d_s16.cc, resize.cc), and the interpreter's runners
 for their op codes."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 
 #include "core/kernel.h"
 #include "kernels/portable/kernels.h"
-#include "kernels/portable/requantize_s8.h"
+#include "kernels/portable/common/requantize.h"
 #include "xa_nnlib_api.h"
 
 namespace torchmcu {

@@ -1,0 +1,92 @@
+// The fast tier: the int8 kernels' fast paths for targets with the
+// Armv7E-M/Armv8-M DSP extension (Cortex-M4, M7, M33, M55: ACLE
+// __ARM_FEATURE_DSP, SMLAD on pairs of sign-extended int8s) or with MVE
+// (Cortex-M55, M85: __ARM_FEATURE_MVE, 16 int8 lanes per instruction), one
+// folder per kernel family as kernels/portable/. They are the project's own
+// code, selected when the firmware is compiled (below; -DTMCU_S8_GENERIC
+// turns them off); the generic C kernels of kernels/portable/ (e.g.
+// conv/conv2d_s8.cc, elementwise/binary_s8.cc) call them first and remain the
+// path of every other target (Cortex-M0/M3, the host) and the tests' oracle,
+// and the fast paths produce the same int8 outputs bit for bit
+// (tests/test_kernels_s8_fast*.py runs them on QEMU's M4, M33 and M55
+// against reference/).
+//
+// Each function returns true when it computed the op, false when the
+// arguments are outside what it handles (the caller then runs the generic
+// kernel). Arguments as the generic kernels of the same name
+// (kernels/portable/<family>/<family>.h).
+#ifndef TORCHMCU_KERNELS_FAST_FAST_H_
+#define TORCHMCU_KERNELS_FAST_FAST_H_
+
+#include "kernels/portable/common/types.h"
+
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(TMCU_S8_GENERIC)
+#define TMCU_S8_MVE 1
+#else
+#define TMCU_S8_MVE 0
+#endif
+#if defined(__ARM_FEATURE_DSP) && __ARM_FEATURE_DSP && !defined(TMCU_S8_GENERIC)
+#define TMCU_S8_DSP 1
+#else
+#define TMCU_S8_DSP 0
+#endif
+#define TMCU_S8_FAST (TMCU_S8_MVE || TMCU_S8_DSP)
+
+#if TMCU_S8_MVE
+#include <arm_mve.h>
+
+#include "kernels/portable/common/requantize.h"
+
+namespace torchmcu {
+namespace portable {
+namespace fast {
+
+// requantize() of 4 lanes. VQRDMULH gives floor((x * m + 2^30) / 2^31)
+// exactly (it saturates only for m = INT32_MIN, and m >= 0). The division by
+// 2^-s rounding half away from zero is VRSHL's rounding shift (ties up) of
+// hi - 1 where hi < 0 and s < 0: with t that value, (t + 2^(e-1)) >> e =
+// (t >> e) + bit e-1 of t, requantize()'s form. A positive shift is VQSHL's
+// saturating left shift before the multiply: exact where x * 2^s fits int32;
+// where it does not, requantize() gives at least m in magnitude and this at
+// least m - 1, of the same sign, so with m >= 512 (requant_vector_ok) both
+// clamp to the same int8 bound.
+[[gnu::always_inline]] inline int32x4_t requant_v(int32x4_t acc, int32x4_t m, int32x4_t s) {
+  const int32x4_t zero = vdupq_n_s32(0);
+  const int32x4_t hi = vqrdmulhq_s32(vqshlq_s32(acc, vmaxq_s32(s, zero)), m);
+  const mve_pred16_t down = vcmpltq_n_s32(hi, 0) & vcmpltq_n_s32(s, 0);
+  return vrshlq_s32(vsubq_m_n_s32(hi, hi, 1, down), vminq_s32(s, zero));
+}
+
+[[gnu::always_inline]] inline int32x4_t clamp_v(int32x4_t v, const s8::OutQuant& q) {
+  return vaddq_n_s32(vminq_s32(vmaxq_s32(v, vdupq_n_s32(q.lo)), vdupq_n_s32(q.hi)), q.offset);
+}
+
+// True when requant_v is requantize() and the clamp for every channel of
+// [0, n): shifts <= 0, or multipliers 0 or >= 512 (the compiler's are 0 or
+// in [2^30, 2^31)).
+[[gnu::always_inline]] inline bool requant_vector_ok(const int32_t* multiplier, const int32_t* shift, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) {
+    if (shift[i] > 0 && multiplier[i] != 0 && multiplier[i] < 512) return false;
+  }
+  return true;
+}
+
+}  // namespace fast
+}  // namespace portable
+}  // namespace torchmcu
+#endif
+
+// Where the fast paths are:
+// - conv/conv2d_s8.h (+ _mve.h, _dsp.h): fast::conv2d_s8, patches of up to
+//   576 bytes copied into a 4-pixel interleaved buffer; a GEMM of 2 output
+//   channels x 4 pixels (MVE VMLADAVA) or 1 x 4/2 (DSP SMLAD).
+// - conv/dwconv_s8.h, dwconv_s8_rows.h: fast::depthwise_conv2d_s8, row
+//   blocked (MVE: 4 output rows per vector over gathered column windows;
+//   DSP: SMLAD on column buffers, SMMLAR requantization), else per pixel.
+// - conv/linear_s8.h: fully connected (MVE: 4 weight rows per input load;
+//   DSP: SMLAD over pre-expanded input pairs).
+// - elementwise/binary_s8.h: ADD of equal shapes (the smaller-scale input
+//   tabulated; MVE 16 elements per step).
+// - pool_resize/pool2d_s8.h: average pooling (exact int16 sums).
+
+#endif  // TORCHMCU_KERNELS_FAST_FAST_H_

@@ -1,0 +1,214 @@
+// Fast path of avg_pool2d_s8 (see fast.h), included by portable/pool_resize/pool2d_s8.cc only.
+//
+// The window's sum per channel is accumulated in int16 lanes: with at most
+// 256 taps of int8 values the sum lies in [-32768, 32512], exact (kernels
+// of more taps run the generic kernel). MVE: 16 channels per step, two
+// int16x8 accumulators fed by widening loads (the channel tail
+// predicated); DSP: 8 channels per step, SXTB16 of each 4-byte word into
+// halfword pairs (channels 0 and 2, 1 and 3) added by SADD16. The rest of
+// the channels, the padding term and the rounding division are the generic
+// kernel's, per channel.
+#ifndef TORCHMCU_KERNELS_FAST_POOL_RESIZE_POOL2D_S8_H_
+#define TORCHMCU_KERNELS_FAST_POOL_RESIZE_POOL2D_S8_H_
+
+#include "kernels/fast/fast.h"
+
+#if TMCU_S8_FAST
+
+#include <cstring>
+
+#include "kernels/portable/common/requantize.h"
+#include "kernels/portable/pool_resize/pool_resize.h"
+
+#if !TMCU_S8_MVE
+#include <arm_acle.h>
+#endif
+
+// Compiled for speed whatever the image's -O (see conv/conv2d_s8.h).
+#pragma GCC push_options
+#pragma GCC optimize("O2")
+
+namespace torchmcu {
+namespace portable {
+namespace fast {
+namespace {
+
+constexpr int32_t kPoolMaxTaps = 256;
+
+#if !TMCU_S8_MVE
+// Bytes 1 and 3 of v sign-extended to halfwords (see conv/conv2d_s8.h).
+[[gnu::always_inline]] inline int16x2_t pool_sxtb16_ror8(int32_t v) {
+  int16x2_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+  return r;
+}
+#endif
+constexpr int32_t kPoolStep = TMCU_S8_MVE ? 16 : 8;  // channels per step
+
+// The window's taps: rows [y0, y1) of the image, columns starting at x0
+// (input pixel index), kw of them; row_stride and c_n in bytes.
+struct PoolWindow {
+  const int8_t* first;  // the first tap's channel 0
+  int32_t rows, cols, row_stride, c_n;
+};
+
+// sums[j] = the window's sum of channel c + j, j < kPoolStep (channels
+// beyond c_n read as 0).
+inline void pool_sums(const PoolWindow& win, int32_t c, int16_t* sums) {
+#if TMCU_S8_MVE
+  const int32_t left = win.c_n - c;
+  const mve_pred16_t p0 = vctp16q(static_cast<uint32_t>(left));
+  const mve_pred16_t p1 = vctp16q(static_cast<uint32_t>(left > 8 ? left - 8 : 0));
+  int16x8_t a0 = vdupq_n_s16(0), a1 = vdupq_n_s16(0);
+  const int8_t* row = win.first + c;
+  if (left >= 16) {  // unpredicated: GCC sets the predicate before each predicated load
+    for (int32_t y = 0; y < win.rows; ++y, row += win.row_stride) {
+      const int8_t* x = row;
+      for (int32_t i = win.cols; i > 0; --i, x += win.c_n) {
+        a0 = vaddq_s16(a0, vldrbq_s16(x));
+        a1 = vaddq_s16(a1, vldrbq_s16(x + 8));
+      }
+    }
+  } else {
+    for (int32_t y = 0; y < win.rows; ++y, row += win.row_stride) {
+      const int8_t* x = row;
+      for (int32_t i = win.cols; i > 0; --i, x += win.c_n) {
+        a0 = vaddq_s16(a0, vldrbq_z_s16(x, p0));
+        a1 = vaddq_s16(a1, vldrbq_z_s16(x + 8, p1));
+      }
+    }
+  }
+  vst1q_s16(sums, a0);
+  vst1q_s16(sums + 8, a1);
+#else
+  // Halfword pairs: e0 = channels (0, 2), o0 = (1, 3), e1 = (4, 6), o1 = (5, 7).
+  int16x2_t e0 = 0, o0 = 0, e1 = 0, o1 = 0;
+  const int8_t* row = win.first + c;
+  for (int32_t y = 0; y < win.rows; ++y, row += win.row_stride) {
+    const int8_t* x = row;
+    for (int32_t i = win.cols; i > 0; --i, x += win.c_n) {
+      int32_t v0, v1;
+      std::memcpy(&v0, x, 4);
+      std::memcpy(&v1, x + 4, 4);
+      e0 = __sadd16(e0, __sxtb16(v0));
+      o0 = __sadd16(o0, pool_sxtb16_ror8(v0));
+      e1 = __sadd16(e1, __sxtb16(v1));
+      o1 = __sadd16(o1, pool_sxtb16_ror8(v1));
+    }
+  }
+  const int16x2_t pairs[4] = {e0, o0, e1, o1};
+  for (int j = 0; j < 4; ++j) {
+    // pairs[j] holds channels 4 (j / 2) + (j % 2) (low half) and that + 2.
+    const int32_t ch = 4 * (j / 2) + (j % 2);
+    sums[ch] = static_cast<int16_t>(pairs[j] & 0xffff);
+    sums[ch + 2] = static_cast<int16_t>(static_cast<uint32_t>(pairs[j]) >> 16);
+  }
+#endif
+}
+
+#if TMCU_S8_MVE
+
+// out[j] = clamp(trunc((sums[j] + padded +- half) / d)) for j < cn, the
+// sign of the rounding term that of the sum (at sum 0, |n| = half < d gives
+// 0 either way); 4 channels per step, the division as the multiply by
+// recip (see avg_pool2d_s8).
+inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t half, uint32_t recip, int32_t lo,
+                        int32_t hi, int8_t* out) {
+  const int32x4_t hv = vdupq_n_s32(half), lov = vdupq_n_s32(lo), hiv = vdupq_n_s32(hi);
+  const uint32x4_t rv = vdupq_n_u32(recip);
+  for (int32_t j = 0; j < cn; j += 4) {
+    const int32x4_t s = vaddq_n_s32(vldrhq_s32(sums + j), padded);
+    const int32x4_t sign = vshrq_n_s32(s, 31);
+    const int32x4_t n = vaddq_s32(s, vsubq_s32(veorq_s32(hv, sign), sign));  // s + half or s - half
+    const uint32x4_t q = vmulhq_u32(vreinterpretq_u32_s32(vabsq_s32(n)), rv);
+    const int32x4_t v = vsubq_s32(veorq_s32(vreinterpretq_s32_u32(q), sign), sign);
+    vstrbq_p_s32(out + j, vminq_s32(vmaxq_s32(v, lov), hiv), vctp32q(static_cast<uint32_t>(cn - j)));
+  }
+}
+
+#endif
+
+}  // namespace
+
+// avg_pool2d_s8 of the portable tier (kernels/portable/<family>/) for windows of at most kPoolMaxTaps taps;
+// false for others. DSP: kPoolStep channels at a time while a whole step's
+// bytes lie in the pixel (the rest as the generic kernel).
+[[gnu::noinline]] inline bool avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
+                                            const QuantPoolParams& p, const PoolOptions& o) {
+  if (p.kernel_h * p.kernel_w > kPoolMaxTaps) return false;
+  const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
+  const int32_t pad_top = p.pad_top, pad_left = p.pad_left;
+  const int32_t lo = p.act_min, hi = p.act_max;
+  const int32_t c_n = in_shape.c;
+  const int32_t row_stride = in_shape.w * c_n;
+  // MVE steps read only the live channels (predicated); DSP steps read 8 bytes.
+  const int32_t c_fast = TMCU_S8_MVE ? c_n : c_n - c_n % kPoolStep;
+  alignas(16) int16_t sums[kPoolStep];
+  for (int32_t n = 0; n < out_shape.n; ++n) {
+    const int8_t* in_n = in + n * in_shape.h * row_stride;
+    for (int32_t oy = 0; oy < out_shape.h; ++oy) {
+      const int32_t iy0 = oy * stride_h - pad_top;
+      int32_t ky0, ky1;
+      s8::tap_range(iy0, in_shape.h, p.kernel_h, 1, &ky0, &ky1);
+      for (int32_t ox = 0; ox < out_shape.w; ++ox, out += c_n) {
+        const int32_t ix0 = ox * stride_w - pad_left;
+        int32_t kx0, kx1;
+        s8::tap_range(ix0, in_shape.w, p.kernel_w, 1, &kx0, &kx1);
+        const int32_t count = (ky1 - ky0) * (kx1 - kx0);
+        const int32_t divisor = pool_divisor(p, o, in_shape, iy0, ix0, count);
+        const int32_t half = divisor / 2;
+        const int32_t padded = count > 0 ? (divisor - count) * o.zero_point : 0;  // taps the divisor adds
+#if TMCU_S8_MVE
+        // The division by a multiply: floor(|n| * ceil(2^32 / d) / 2^32) =
+        // floor(|n| / d) exactly while |n| * d < 2^32 (the error term
+        // |n| * (ceil - 2^32 / d) / 2^32 stays below 1 / d), d >= 2.
+        const int64_t most = 32768 + (padded < 0 ? -int64_t{padded} : int64_t{padded}) + half;
+        const bool vector_div = divisor >= 2 && most * divisor < (int64_t{1} << 32);
+        // ceil(2^32 / d) = floor((2^32 - 1) / d) + 1 (in 32 bits: no 64-bit division helper).
+        const uint32_t recip = vector_div ? 0xffffffffu / static_cast<uint32_t>(divisor) + 1 : 0;
+#endif
+        const PoolWindow win{in_n + (iy0 + ky0) * row_stride + (ix0 + kx0) * c_n, ky1 - ky0, kx1 - kx0, row_stride,
+                             c_n};
+        for (int32_t c = 0; c < c_n; c += kPoolStep) {
+          const int32_t cn = c_n - c < kPoolStep ? c_n - c : kPoolStep;
+          if (c < c_fast) {
+            pool_sums(win, c, sums);
+          } else {  // the DSP's last channels, fewer than a step
+            for (int32_t j = 0; j < cn; ++j) {
+              int32_t s = 0;
+              const int8_t* row = win.first + c + j;
+              for (int32_t y = 0; y < win.rows; ++y, row += row_stride) {
+                for (int32_t i = 0; i < win.cols; ++i) s += row[i * c_n];
+              }
+              sums[j] = static_cast<int16_t>(s);
+            }
+          }
+#if TMCU_S8_MVE
+          if (vector_div) {
+            pool_finish(sums, cn, padded, half, recip, lo, hi, out + c);
+            continue;
+          }
+#endif
+          for (int32_t j = 0; j < cn; ++j) {
+            const int32_t s = sums[j] + padded;
+            int32_t v = (s > 0 ? s + half : s - half) / divisor;
+            v = v < lo ? lo : v;
+            v = v > hi ? hi : v;
+            out[c + j] = static_cast<int8_t>(v);
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace fast
+}  // namespace portable
+}  // namespace torchmcu
+
+#pragma GCC pop_options
+
+#endif  // TMCU_S8_FAST
+
+#endif  // TORCHMCU_KERNELS_FAST_POOL_RESIZE_POOL2D_S8_H_
