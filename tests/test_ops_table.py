@@ -48,7 +48,9 @@ def test_every_rule_target_and_logical_op_is_known() -> None:
     listed = {t for op in ops.OPS for t in op.aten}
     assert listed - targets == set(), "Op rows list ATen targets no lowering rule takes"
     logical = set(ALL.emitters) | set(ALL.emitters16)
-    unknown = [op.name for op in ops.OPS if op.name not in logical and "q" + op.name not in logical]
+    # (an op with no program op of its own, batch_norm, is folded away by the passes before the layout)
+    unknown = [op.name for op in ops.OPS if op.name not in logical and "q" + op.name not in logical
+               and op.f32 + op.i8 + op.i16]
     assert unknown == []
     # Every emitter's logical op has a row (what it becomes is the table's).
     names = {op.name for op in ops.OPS}

@@ -134,9 +134,8 @@ struct Kernel {
   Error (*invoke)(const OpContext& ctx) = nullptr;
 };
 
-/// Inplace masks.
-constexpr uint32_t kInplaceFirst = 1u << 0;
-constexpr uint32_t kInplaceBoth = (1u << 0) | (1u << 1);
+/// Kernel::inplace masks come from the op table: each kernel folder's generated
+/// kernels.h has inplace::kName (bit k: input k may be the output's bytes).
 
 /// Indexed by schema::OpCode; defined by the generated kernel table.
 extern const Kernel* const kKernelTable[schema::kNumOpCode];

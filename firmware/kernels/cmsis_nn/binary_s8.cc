@@ -53,8 +53,8 @@ void mul_run(const OpContext& ctx) {
 
 }  // namespace
 
-const Kernel kAddS8 = {add_check, add_run, kInplaceBoth};
-const Kernel kMulS8 = {mul_check, mul_run, kInplaceBoth};
+const Kernel kAddS8 = {add_check, add_run, inplace::kAddS8};
+const Kernel kMulS8 = {mul_check, mul_run, inplace::kMulS8};
 
 }  // namespace cmsis_nn
 }  // namespace torchmcu

@@ -165,8 +165,8 @@ void glu_q_run(const OpContext& ctx) {
 
 }  // namespace
 
-const Kernel kActivationF32 = {activation_check, activation_run, kInplaceFirst};
-const Kernel kLutS16 = {lut_s16_check, lut_s16_run, kInplaceFirst};
+const Kernel kActivationF32 = {activation_check, activation_run, inplace::kActivationF32};
+const Kernel kLutS16 = {lut_s16_check, lut_s16_run, inplace::kLutS16};
 const Kernel kPreluF32 = {prelu_f32_check, prelu_f32_run};
 const Kernel kPreluS8 = {prelu_q_check<int8_t>, prelu_q_run<int8_t, prelu_s8>};
 const Kernel kPreluS16 = {prelu_q_check<int16_t>, prelu_q_run<int16_t, prelu_s16>};

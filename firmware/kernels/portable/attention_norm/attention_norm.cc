@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/kernel.h"  // TMCU_INLINE
 #include "kernels/portable/common/requantize.h"
 
 namespace torchmcu {
@@ -25,6 +26,40 @@ uint64_t isqrt64(uint64_t v) {
   return r;
 }
 
+// n's scale for one row or group of `count` values with S = sum d, Q = sum d^2:
+// V = count Q - S^2 + eps_term (count^2 (var + eps) / s_in^2: below 2^56 + 2^62 -
+// 2^57 < 2^62 for count <= 4096, |d| < 2^16); n = c m 2^-h, c = count d - S.
+struct NormScale {
+  int32_t m = 0;  // 0: a constant row without eps, where every x - mean is 0
+  int32_t h = 1;
+};
+
+TMCU_INLINE NormScale norm_scale(int32_t count, int64_t s, int64_t q, int64_t eps_term) {
+  const int64_t v = int64_t(count) * q - s * s + eps_term;
+  NormScale out;
+  if (v > 0) {
+    const int32_t k = (62 - (64 - __builtin_clzll(uint64_t(v)))) / 2;
+    const uint64_t root = isqrt64(uint64_t(v) << (2 * k));  // in [2^30, 2^31)
+    out.m = int32_t(((uint64_t{1} << 60) + root / 2) / root);  // 2^60 / root, in (2^29, 2^30]
+    out.h = 60 - kLayerNormFractionBits - k;                   // n = c m 2^(k - 44): Q16
+  }
+  return out;
+}
+
+// One output: centred = count d - S (|.| < 2^29), n in Q16 (|n| <= sqrt(count)
+// 2^16 + 1 <= 2^22 + 1 for any data, Cauchy-Schwarz: c^2 <= count V), times
+// gamma plus beta, requantized.
+template <typename T>
+TMCU_INLINE T norm_out(int32_t centred, NormScale sc, int8_t gamma, int32_t beta, const QuantLayerNormParams& p,
+                       int32_t lo, int32_t hi) {
+  const int32_t n = int32_t((int64_t(centred) * sc.m + (int64_t{1} << (sc.h - 1))) >> sc.h);
+  const int64_t acc = int64_t(n * gamma) + beta;
+  const int32_t acc32 = acc > INT32_MAX ? INT32_MAX : acc < INT32_MIN ? INT32_MIN : int32_t(acc);
+  int32_t y = s8::requantize(acc32, p.output_multiplier, p.output_shift);
+  y = y < lo ? lo : y > hi ? hi : y;
+  return static_cast<T>(y + p.output_zero_point);
+}
+
 template <typename T>
 void layer_norm_q(const T* in, const int8_t* gamma, const int32_t* beta, T* out, int32_t rows, int32_t cols,
                   const QuantLayerNormParams& p) {
@@ -36,26 +71,42 @@ void layer_norm_q(const T* in, const int8_t* gamma, const int32_t* beta, T* out,
       s += d;
       q += d * d;
     }
-    // cols^2 (var + eps) / s_in^2: below 2^56 + 2^62 - 2^57 < 2^62 (cols <= 4096, |d| < 2^16).
-    const int64_t v = int64_t(cols) * q - s * s + p.eps_term;
-    int32_t m = 0;
-    int32_t h = 1;
-    if (v > 0) {  // 0: a constant row without eps, where every x - mean is 0
-      const int32_t k = (62 - (64 - __builtin_clzll(uint64_t(v)))) / 2;
-      const uint64_t root = isqrt64(uint64_t(v) << (2 * k));  // in [2^30, 2^31)
-      m = int32_t(((uint64_t{1} << 60) + root / 2) / root);    // 2^60 / root, in (2^29, 2^30]
-      h = 60 - kLayerNormFractionBits - k;                     // n = c m 2^(k - 44): Q16
-    }
+    const NormScale sc = norm_scale(cols, s, q, p.eps_term);
     const int32_t sum = int32_t(s);  // |S| <= cols 2^16 <= 2^28
     for (int32_t c = 0; c < cols; ++c) {
-      const int32_t centred = cols * (int32_t(in[c]) - p.input_zero_point) - sum;  // |.| < 2^29
-      // |n| <= sqrt(cols) 2^16 + 1 <= 2^22 + 1 for any data (Cauchy-Schwarz: c^2 <= cols V).
-      const int32_t n = int32_t((int64_t(centred) * m + (int64_t{1} << (h - 1))) >> h);
-      const int64_t acc = int64_t(n * gamma[c]) + beta[c];
-      const int32_t acc32 = acc > INT32_MAX ? INT32_MAX : acc < INT32_MIN ? INT32_MIN : int32_t(acc);
-      int32_t y = s8::requantize(acc32, p.output_multiplier, p.output_shift);
-      y = y < lo ? lo : y > hi ? hi : y;
-      out[c] = static_cast<T>(y + p.output_zero_point);
+      out[c] = norm_out<T>(cols * (int32_t(in[c]) - p.input_zero_point) - sum, sc, gamma[c], beta[c], p, lo, hi);
+    }
+  }
+}
+
+// Group norm: x [n][positions][channels], `groups` groups of cg = channels /
+// groups channels, each normalised over its positions * cg values (count).
+template <typename T>
+void group_norm_q(const T* in, const int8_t* gamma, const int32_t* beta, T* out, const GroupNormShape& g,
+                  const QuantLayerNormParams& p) {
+  const int32_t lo = p.act_min - p.output_zero_point, hi = p.act_max - p.output_zero_point;
+  const int32_t cg = g.channels / g.groups, count = g.positions * cg;
+  const int64_t plane = int64_t(g.positions) * g.channels;
+  for (int32_t b = 0; b < g.n; ++b, in += plane, out += plane) {
+    for (int32_t c0 = 0; c0 < g.channels; c0 += cg) {
+      int64_t s = 0, q = 0;
+      for (int32_t i = 0; i < g.positions; ++i) {
+        const T* x = in + int64_t(i) * g.channels + c0;
+        for (int32_t c = 0; c < cg; ++c) {
+          const int64_t d = int64_t(x[c]) - p.input_zero_point;
+          s += d;
+          q += d * d;
+        }
+      }
+      const NormScale sc = norm_scale(count, s, q, p.eps_term);
+      const int32_t sum = int32_t(s);
+      for (int32_t i = 0; i < g.positions; ++i) {
+        const int64_t at = int64_t(i) * g.channels + c0;
+        for (int32_t c = 0; c < cg; ++c) {
+          out[at + c] = norm_out<T>(count * (int32_t(in[at + c]) - p.input_zero_point) - sum, sc, gamma[c0 + c],
+                                    beta[c0 + c], p, lo, hi);
+        }
+      }
     }
   }
 }
@@ -88,6 +139,49 @@ void layer_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, i
 void layer_norm_s16(const int16_t* in, const int8_t* gamma, const int32_t* beta, int16_t* out,
                     int32_t rows, int32_t cols, const QuantLayerNormParams& p) {
   layer_norm_q(in, gamma, beta, out, rows, cols, p);
+}
+
+void group_norm_f32(const float* in, const float* gamma, const float* beta, float* out, const GroupNormShape& g,
+                    float eps) {
+  const int32_t cg = g.channels / g.groups;
+  const float count = static_cast<float>(int64_t(g.positions) * cg);
+  const int64_t plane = int64_t(g.positions) * g.channels;
+  for (int32_t b = 0; b < g.n; ++b, in += plane, out += plane) {
+    for (int32_t c0 = 0; c0 < g.channels; c0 += cg) {
+      float sum = 0.0f;
+      for (int32_t i = 0; i < g.positions; ++i) {
+        for (int32_t c = 0; c < cg; ++c) sum += in[int64_t(i) * g.channels + c0 + c];
+      }
+      const float mean = sum / count;
+      float var = 0.0f;
+      for (int32_t i = 0; i < g.positions; ++i) {
+        for (int32_t c = 0; c < cg; ++c) {
+          const float d = in[int64_t(i) * g.channels + c0 + c] - mean;
+          var += d * d;
+        }
+      }
+      const float inv = 1.0f / sqrtf(var / count + eps);
+      for (int32_t i = 0; i < g.positions; ++i) {
+        for (int32_t c = c0; c < c0 + cg; ++c) {
+          const int64_t at = int64_t(i) * g.channels + c;
+          float y = (in[at] - mean) * inv;
+          if (gamma) y *= gamma[c];
+          if (beta) y += beta[c];
+          out[at] = y;
+        }
+      }
+    }
+  }
+}
+
+void group_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, int8_t* out, const GroupNormShape& g,
+                   const QuantLayerNormParams& p) {
+  group_norm_q(in, gamma, beta, out, g, p);
+}
+
+void group_norm_s16(const int16_t* in, const int8_t* gamma, const int32_t* beta, int16_t* out,
+                    const GroupNormShape& g, const QuantLayerNormParams& p) {
+  group_norm_q(in, gamma, beta, out, g, p);
 }
 
 void matmul_t_f32(const float* a, const float* bt, float* out, int32_t m, int32_t k, int32_t n) {

@@ -1,5 +1,5 @@
-// The attention_norm family's math (LAYER_NORM_* and BATCH_MATMUL_*): layer
-// norm in float and in torchmcu's integer scheme
+// The attention_norm family's math (LAYER_NORM_*, GROUP_NORM_* and
+// BATCH_MATMUL_*): layer and group norm in float and in torchmcu's integer scheme
 // (aot/torchmcu/reference/attention_norm.py states it; TFLite has no
 // layer-norm operator), and batched matrix products with broadcast batch dims
 // and the right operand optionally transposed (TFLite's adj_y, CMSIS-NN's
@@ -58,6 +58,25 @@ void layer_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, i
                    int32_t cols, const QuantLayerNormParams& p);
 void layer_norm_s16(const int16_t* in, const int8_t* gamma, const int32_t* beta, int16_t* out,
                     int32_t rows, int32_t cols, const QuantLayerNormParams& p);
+
+/// Group norm's shape: x [n][positions][channels] (channels last), in `groups`
+/// groups of channels / groups channels.
+struct GroupNormShape {
+  int32_t n, positions, channels, groups;
+};
+
+/// Each group normalised over its positions * channels / groups values as
+/// layer_norm_f32 normalises a row; gamma, beta [channels] may be null.
+void group_norm_f32(const float* in, const float* gamma, const float* beta, float* out, const GroupNormShape& g,
+                    float eps);
+
+/// The integer layer norm's scheme per group (count = positions * channels /
+/// groups <= kLayerNormMaxCols in place of cols; eps_term at that count);
+/// gamma and beta per channel.
+void group_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, int8_t* out, const GroupNormShape& g,
+                   const QuantLayerNormParams& p);
+void group_norm_s16(const int16_t* in, const int8_t* gamma, const int32_t* beta, int16_t* out,
+                    const GroupNormShape& g, const QuantLayerNormParams& p);
 
 /// One product out [m][n] = a [m][k] times bt [n][k] transposed (float).
 void matmul_t_f32(const float* a, const float* bt, float* out, int32_t m, int32_t k, int32_t n);

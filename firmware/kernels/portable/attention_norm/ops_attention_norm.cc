@@ -1,4 +1,4 @@
-// The attention_norm family as the executor sees it (LAYER_NORM_*,
+// The attention_norm family as the executor sees it (LAYER_NORM_*, GROUP_NORM_*,
 // BATCH_MATMUL_*): load-time checks and run functions (common/glue.h says
 // how). Batched products broadcast their batch dims (for_each_batch) and read
 // b as [K, N] or, adj_y, [N, K].
@@ -70,6 +70,70 @@ void layer_norm_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantLayerNormArgs>();
   Fn(ctx.in<const T>(0), ctx.in<const int8_t>(1), ctx.in<const int32_t>(2), ctx.out<T>(0), a.rows, a.cols,
      layer_norm_params(a));
+}
+
+// ---- group norm: x [n, positions, channels] (channels last), gamma, beta [channels] -----
+
+template <typename Args>
+GroupNormShape group_shape(const Args& a) {
+  return GroupNormShape{a.n, a.positions, a.channels, a.groups};
+}
+
+// The shape the args give, x and y holding it, and gamma, beta of `gamma_type` ([channels]; optional when F32).
+template <typename Args>
+Error group_norm_shape_check(const OpContext& ctx, const Args& a, DType x_type, DType gamma_type) {
+  const Operand& x = ctx.input(0);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(check::is(x, x_type) && x.rank == 3 && check::is(y, x_type) && y.rank == 3 && a.n >= 1 &&
+                 a.positions >= 1 && a.channels >= 1 && a.groups >= 1 && a.channels % a.groups == 0 &&
+                 int64_t(a.n) * a.positions <= INT32_MAX,
+             Error::InvalidOp);
+  TMCU_TRY(check::holds(x, a.n * a.positions, a.channels));
+  TMCU_TRY(check::holds(y, a.n * a.positions, a.channels));
+  for (uint32_t i = 1; i < ctx.num_inputs(); ++i) {
+    const DType want = i == 1 ? gamma_type : (gamma_type == DType::F32 ? DType::F32 : DType::I32);
+    TMCU_CHECK((gamma_type == DType::F32 && !OpContext::present(ctx.input(i))) ||
+                   check::vector(ctx.input(i), want, a.channels),
+               Error::InvalidOp);
+  }
+  return Error::Ok;
+}
+
+Error group_norm_f32_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 1, 3, 1) && check::args<schema::GroupNormArgs>(ctx, OpParams::GroupNormParams),
+             Error::InvalidOp);
+  return group_norm_shape_check(ctx, ctx.args<schema::GroupNormArgs>(), DType::F32, DType::F32);
+}
+
+void group_norm_f32_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::GroupNormArgs>();
+  group_norm_f32(ctx.in<const float>(0), optional(ctx, 1), optional(ctx, 2), ctx.out<float>(0), group_shape(a),
+                 a.eps);
+}
+
+template <typename T>
+Error group_norm_q_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 3, 3, 1) &&
+                 check::args<schema::QuantGroupNormArgs>(ctx, OpParams::QuantGroupNormParams),
+             Error::InvalidOp);
+  const auto& a = ctx.args<schema::QuantGroupNormArgs>();
+  TMCU_TRY(group_norm_shape_check(ctx, a, QType<T>::kDType, DType::I8));
+  const int64_t eps = int64_t(a.eps_hi) * (int64_t{1} << 32) + a.eps_lo;
+  TMCU_CHECK(int64_t(a.positions) * (a.channels / a.groups) <= kLayerNormMaxCols && a.eps_hi >= 0 &&
+                 eps <= kLayerNormMaxEps && a.output_multiplier >= 0 && shift_ok(a.output_shift) &&
+                 act_ok<T>(a.act_min, a.act_max) && QType<T>::zero_point_ok(a.input_zero_point) &&
+                 QType<T>::zero_point_ok(a.output_zero_point),
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+template <typename T, void (*Fn)(const T*, const int8_t*, const int32_t*, T*, const GroupNormShape&,
+                                 const QuantLayerNormParams&)>
+void group_norm_q_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::QuantGroupNormArgs>();
+  const QuantLayerNormParams p{a.input_zero_point, int64_t(a.eps_hi) * (int64_t{1} << 32) + a.eps_lo,
+                               a.output_multiplier, a.output_shift, a.output_zero_point, a.act_min, a.act_max};
+  Fn(ctx.in<const T>(0), ctx.in<const int8_t>(1), ctx.in<const int32_t>(2), ctx.out<T>(0), group_shape(a), p);
 }
 
 // ---- batch matmul: a [..., M, K], b [..., K, N] (adj_y: [..., N, K]) -> [..., M, N] --
@@ -184,6 +248,9 @@ void bmm_s16_run(const OpContext& ctx) {
 const Kernel kLayerNormF32 = {layer_norm_f32_check, layer_norm_f32_run};
 const Kernel kLayerNormS8 = {layer_norm_q_check<int8_t>, layer_norm_q_run<int8_t, layer_norm_s8>};
 const Kernel kLayerNormS16 = {layer_norm_q_check<int16_t>, layer_norm_q_run<int16_t, layer_norm_s16>};
+const Kernel kGroupNormF32 = {group_norm_f32_check, group_norm_f32_run};
+const Kernel kGroupNormS8 = {group_norm_q_check<int8_t>, group_norm_q_run<int8_t, group_norm_s8>};
+const Kernel kGroupNormS16 = {group_norm_q_check<int16_t>, group_norm_q_run<int16_t, group_norm_s16>};
 const Kernel kBatchMatmulF32 = {bmm_f32_check, bmm_f32_run};
 const Kernel kBatchMatmulS8 = {bmm_q_check<int8_t>, bmm_s8_run};
 const Kernel kBatchMatmulS16 = {bmm_q_check<int16_t>, bmm_s16_run};

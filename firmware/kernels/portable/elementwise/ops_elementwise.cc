@@ -86,7 +86,7 @@ void binary_f32_run(const OpContext& ctx) {
 // ---- integer add / sub / mul / maximum / minimum / div with broadcasting ------
 
 // a and b broadcast to y, with the dims the arguments give them; with
-// kInplace, y may be a or b where the kernel says so (kInplaceBoth).
+// kInplace, y may be a or b where the kernel's mask says so (inplace::kAddS8, ...).
 template <typename A, typename T, bool kInplace>
 Error binary_shapes_check(const OpContext& ctx) {
   const A& s = ctx.args<A>();
@@ -103,7 +103,7 @@ Error binary_shapes_check(const OpContext& ctx) {
   return Error::Ok;
 }
 
-// int8's ADD and MUL run in place (kInplaceBoth), int16's do not.
+// int8's ADD and MUL run in place (their masks: inplace::kAddS8, kMulS8), int16's do not.
 template <typename T>
 constexpr bool kInplaceAddMul = sizeof(T) == 1;
 
@@ -324,27 +324,27 @@ void lut_s8_run(const OpContext& ctx) {
 
 }  // namespace
 
-const Kernel kClampF32 = {clamp_check, clamp_run, kInplaceFirst};
-const Kernel kSigmoidF32 = {no_args_unary_check, sigmoid_run, kInplaceFirst};
-const Kernel kTanhF32 = {no_args_unary_check, tanh_run, kInplaceFirst};
-const Kernel kHardswishF32 = {no_args_unary_check, hardswish_run, kInplaceFirst};
-const Kernel kAddF32 = {binary_f32_check, binary_f32_run<add_f32>, kInplaceBoth};
-const Kernel kSubF32 = {binary_f32_check, binary_f32_run<sub_f32>, kInplaceBoth};
-const Kernel kMulF32 = {binary_f32_check, binary_f32_run<mul_f32>, kInplaceBoth};
-const Kernel kDivF32 = {binary_f32_check, binary_f32_run<div_f32>, kInplaceBoth};
-const Kernel kMaximumF32 = {binary_f32_check, binary_f32_run<maximum_f32>, kInplaceBoth};
-const Kernel kMinimumF32 = {binary_f32_check, binary_f32_run<minimum_f32>, kInplaceBoth};
-const Kernel kAddS8 = {add_check<int8_t>, add_run<int8_t, add_s8>, kInplaceBoth};
-const Kernel kSubS8 = {add_check<int8_t>, add_run<int8_t, sub_s8>, kInplaceBoth};
-const Kernel kMulS8 = {mul_check<int8_t>, mul_run<int8_t, mul_s8>, kInplaceBoth};
-const Kernel kDivS8 = {div_s8_check, div_s8_run, kInplaceBoth};
-const Kernel kMaximumS8 = {max_min_check, max_min_run<maximum_s8>, kInplaceBoth};
-const Kernel kMinimumS8 = {max_min_check, max_min_run<minimum_s8>, kInplaceBoth};
+const Kernel kClampF32 = {clamp_check, clamp_run, inplace::kClampF32};
+const Kernel kSigmoidF32 = {no_args_unary_check, sigmoid_run, inplace::kSigmoidF32};
+const Kernel kTanhF32 = {no_args_unary_check, tanh_run, inplace::kTanhF32};
+const Kernel kHardswishF32 = {no_args_unary_check, hardswish_run, inplace::kHardswishF32};
+const Kernel kAddF32 = {binary_f32_check, binary_f32_run<add_f32>, inplace::kAddF32};
+const Kernel kSubF32 = {binary_f32_check, binary_f32_run<sub_f32>, inplace::kSubF32};
+const Kernel kMulF32 = {binary_f32_check, binary_f32_run<mul_f32>, inplace::kMulF32};
+const Kernel kDivF32 = {binary_f32_check, binary_f32_run<div_f32>, inplace::kDivF32};
+const Kernel kMaximumF32 = {binary_f32_check, binary_f32_run<maximum_f32>, inplace::kMaximumF32};
+const Kernel kMinimumF32 = {binary_f32_check, binary_f32_run<minimum_f32>, inplace::kMinimumF32};
+const Kernel kAddS8 = {add_check<int8_t>, add_run<int8_t, add_s8>, inplace::kAddS8};
+const Kernel kSubS8 = {add_check<int8_t>, add_run<int8_t, sub_s8>, inplace::kSubS8};
+const Kernel kMulS8 = {mul_check<int8_t>, mul_run<int8_t, mul_s8>, inplace::kMulS8};
+const Kernel kDivS8 = {div_s8_check, div_s8_run, inplace::kDivS8};
+const Kernel kMaximumS8 = {max_min_check, max_min_run<maximum_s8>, inplace::kMaximumS8};
+const Kernel kMinimumS8 = {max_min_check, max_min_run<minimum_s8>, inplace::kMinimumS8};
 const Kernel kAddS16 = {add_check<int16_t>, add_run<int16_t, add_s16>};
-const Kernel kSubS16 = {add_check<int16_t>, add_run<int16_t, sub_s16>, kInplaceBoth};
+const Kernel kSubS16 = {add_check<int16_t>, add_run<int16_t, sub_s16>, inplace::kSubS16};
 const Kernel kMulS16 = {mul_check<int16_t>, mul_run<int16_t, mul_s16>};
-const Kernel kClampS8 = {clamp_s8_check, clamp_s8_run, kInplaceFirst};
-const Kernel kLutS8 = {lut_s8_check, lut_s8_run, kInplaceFirst};
+const Kernel kClampS8 = {clamp_s8_check, clamp_s8_run, inplace::kClampS8};
+const Kernel kLutS8 = {lut_s8_check, lut_s8_run, inplace::kLutS8};
 const Kernel kQuantizeS8 = {quantize_check<int8_t>, quantize_run<int8_t, quantize_f32_s8>};
 const Kernel kDequantizeS8 = {dequantize_check<int8_t>, dequantize_run<int8_t, dequantize_s8_f32>};
 const Kernel kQuantizeS16 = {quantize_check<int16_t>, quantize_run<int16_t, quantize_f32_s16>};

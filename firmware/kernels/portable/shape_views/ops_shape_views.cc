@@ -206,7 +206,7 @@ void pad_run(const OpContext& ctx) {
 
 const Kernel kPermute = {permute_check, permute_run};
 const Kernel kConcat = {concat_check, concat_run};
-const Kernel kCopy = {copy_check, copy_run, kInplaceFirst};
+const Kernel kCopy = {copy_check, copy_run, inplace::kCopy};
 const Kernel kPad = {pad_check, pad_run};
 const Kernel kSlice = {slice_check, slice_run};
 
