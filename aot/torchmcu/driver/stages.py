@@ -101,6 +101,7 @@ def stage(name: str, needs: str, adds: str) -> Callable[[Callable[[Context], Non
 
 
 def run(ctx: Context, stages: list[Stage]) -> Context:
+    """The stages in order over `ctx`, each once what it needs was given or added (else a driver bug)."""
     for s in stages:
         missing = [n for n in s.needs if n not in ctx.done]
         if missing:
