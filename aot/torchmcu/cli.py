@@ -124,7 +124,7 @@ def _pairs(items: list[str], flag: str, value: Any) -> dict[str, Any]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .builder.firmware import build_firmware, build_library, kernel_set, linked_lines
+    from .builder.firmware import build_firmware, build_library, firmware_backend, kernel_set, linked_lines
     from .builder.size import elf_size
 
     require_build_dir(args.dir)
@@ -145,8 +145,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     with holding(args.dir):  # no compile swaps the directory while its firmware is built from it
         elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
                              verify=args.verify, app=args.app or None, stack=stack)
-    if elf.name == "firmware-xtensa.elf":  # a HiFi board: Cadence's tools and nnlib (torchmcu.backends.hifi.build)
-        print(f"{elf}: built for Xtensa (commands: {elf.parent / 'fw-xtensa' / 'build.sh'})")
+    owner = firmware_backend(args.dir, args.board)
+    if owner is not None:  # its own toolchain built it (a HiFi board: Cadence's tools and nnlib)
+        print(owner.describe_image(elf))
         return 0
     size = elf_size(elf)
     by_set: dict[str, list[str]] = {}

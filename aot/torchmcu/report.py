@@ -70,9 +70,10 @@ def runtime_state_bytes(board: Board) -> int | None:
     return _STATE_CACHE[key]
 
 
-def memory_picture(pg: PGraph, mem: Plan, path: Path) -> str | None:
+def render_memory_picture(pg: PGraph, mem: Plan) -> bytes | None:
     """A PNG of buffers over time, one panel per region. Needs matplotlib;
     TORCHMCU_PLOT=0 skips it (the tests do, for speed)."""
+    import io
     import os
 
     if os.environ.get("TORCHMCU_PLOT", "1") == "0":
@@ -113,9 +114,10 @@ def memory_picture(pg: PGraph, mem: Plan, path: Path) -> str | None:
         ax.set_title(f"{reg.name}: {reg.arena_bytes:,} B planned, lower bound {reg.lower_bound_bytes:,} B")
         ax.legend(loc="upper right", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=110, format="png")
     plt.close(fig)
-    return path.name
+    return png.getvalue()
 
 
 def weight_flash(pg: PGraph) -> dict[str, Any]:

@@ -1,8 +1,8 @@
-"""The one interface every backend implements.
+"""The interface every backend implements, in two halves: what it does
+to a compile (CompileBackend) and to a firmware build (BuildBackend).
 
-A backend takes some of the program graph's ops after layout and before
-memory planning. The compile driver (torchmcu.compiler) asks each backend
-the board and the command line name, in order:
+The compile driver (torchmcu.compiler) asks each backend's compile half
+that the board and the command line name, in order:
 
     scratch_bytes(code, x, w, y, params)   planned RAM its kernels may ask for (while laying out)
     partition(pg, ctx) -> its partitioning  which ops it takes, grouped (None: none)
@@ -14,14 +14,15 @@ the board and the command line name, in order:
 
 `supports(pg, i)` says for one op whether the backend can run it (None) or
 why not; partition uses it. The builder (torchmcu.builder) then asks the
-backends that the build uses for their part of the firmware: `build_parts`
-for a kernel set (`torchmcu build --kernels NAME`) or a delegate whose op
-code the program has, or the whole firmware (`build_firmware`) for a core
-whose toolchain the backend owns (the HiFi DSP's).
+build halves for their part of the firmware: `build_parts` for a kernel set
+(`torchmcu build --kernels NAME`) or a delegate whose op code the program
+has, or the whole firmware (`build_firmware`) for a core whose toolchain the
+backend owns (the HiFi DSP's), and `describe_image` says what that built.
 
-Adding a backend is one folder under backends/ with a module that defines
-BACKEND (an instance of a Backend subclass), and the board files that name
-it ([backends] list); no other backend and no driver code changes.
+Adding a backend is one folder under backends/ with a module backend.py that
+defines BACKEND = Backend(its compile half, its build half), and the board
+files that name it ([backends] list); no other backend and no driver code
+changes.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class CompileContext:
     example_inputs: tuple[Any, ...] = ()
     calibration: Any = None
     state: dict[str, Any] = field(default_factory=dict)  # a backend's results between its steps, by name
+    stacklevel: int = 3  # a warning from a hook at this level names the caller of compile()
 
 
 @dataclass
@@ -61,15 +63,11 @@ class BuildParts:
     kernel_table: Path | None = None  # a kernel set's table, linked instead of the model's own
 
 
-class Backend:
-    """Defaults: a backend that takes nothing and adds nothing."""
+class CompileBackend:
+    """The compile half. Defaults: a backend that takes nothing and adds nothing."""
 
     name: str = ""  # as boards' `backends` lists and --backends name it
     priority: int = 50  # lower first: delegates take their ops before kernel libraries
-    # The firmware folder of its kernels (kernels.h declares them), when it is a kernel set that
-    # `torchmcu build --kernels <kernel_set>` selects; the table uses its C++ namespace (the folder's name).
-    kernel_set: str | None = None
-    kernel_dir: str | None = None
     delegate_code: str | None = None  # the program op code of its delegate calls
     report_key: str | None = None  # its report.json section
 
@@ -107,6 +105,17 @@ class Backend:
     def check_plan(self, pg: PGraph, plan: Any) -> None:
         return None
 
+
+class BuildBackend:
+    """The build half. Defaults: a backend that adds nothing to a firmware build."""
+
+    name: str = ""
+    # The firmware folder of its kernels (kernels.h declares them), when it is a kernel set that
+    # `torchmcu build --kernels <kernel_set>` selects; the table uses its C++ namespace (the folder's name).
+    kernel_set: str | None = None
+    kernel_dir: str | None = None
+    delegate_code: str | None = None  # the program op code whose kernel is its delegate (in kernel_dir)
+
     def build_parts(self, board: Board, out: Path, codes: list[str]) -> BuildParts:
         raise NotImplementedError(f"backend {self.name} adds nothing to a firmware build")
 
@@ -116,3 +125,23 @@ class Backend:
 
     def build_firmware(self, out: Path, board: Board, opt: str) -> Path:
         raise NotImplementedError(f"backend {self.name} does not build firmware")
+
+    def describe_image(self, image: Path) -> str:
+        """One line on the image build_firmware made (`torchmcu build` prints it)."""
+        return f"{image}: built by backend {self.name}"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A backend: its two halves, under one name."""
+
+    compile: CompileBackend
+    build: BuildBackend
+
+    def __post_init__(self) -> None:
+        if (self.compile.name, self.compile.delegate_code) != (self.build.name, self.build.delegate_code):
+            raise ValueError(f"backend {self.compile.name}: its halves disagree on its name or delegate op code")
+
+    @property
+    def name(self) -> str:
+        return self.compile.name

@@ -35,7 +35,7 @@ import subprocess
 from pathlib import Path
 
 from .. import backends
-from ..backends.base import BuildParts
+from ..backends.base import BuildBackend, BuildParts
 from ..boards import Board, board_sources, load_board
 from ..errors import BuildError
 from ..linker import linker_script
@@ -197,7 +197,7 @@ def _parts(board: Board, out: Path, kernels: str) -> tuple[list[BuildParts], dic
         taken.update({c: kernels for c in available_kernels(kernels)})
     for code in delegate_codes():
         if code in codes:  # BuildError without the delegate's driver
-            delegate = next(b for b in backends.all_backends().values() if b.delegate_code == code)
+            delegate = backends.by_delegate_code(code)
             parts.append(delegate.build_parts(board, out, codes))
             taken[code] = delegate.name
     for p in parts:
@@ -263,7 +263,7 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
     (builder.stack), or the board's stack_size when it cannot be bounded."""
     out, meta = _check_args(out_dir, verify, kernels)
     board = board if isinstance(board, Board) else load_board(board or meta["board"])
-    owner = next((b for b in backends.all_backends().values() if b.builds_firmware(board)), None)
+    owner = backends.firmware_builder(board)
     if owner is not None:  # e.g. an Xtensa DSP: Cadence's compiler and nnlib
         if app:
             raise BuildError(f"--app is for Cortex-M boards; board {board.name} is built by its backend {owner.name}")
@@ -316,6 +316,15 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
     (out / "size.json").write_text(json.dumps(record, indent=2) + "\n")
     _report_linked(out, record)
     return elf
+
+
+def firmware_backend(out_dir: str | Path, board: str | Board | None = None) -> BuildBackend | None:
+    """The build half of the backend that builds OUT's whole firmware with its
+    own toolchain (its describe_image says what build_firmware made), or None
+    when this builder does (OUT/firmware.elf, arm-none-eabi)."""
+    if not isinstance(board, Board):
+        board = load_board(board or json.loads((Path(out_dir) / "model.json").read_text())["board"])
+    return backends.firmware_builder(board)
 
 
 def build_library(out_dir: str | Path, board: str | Board | None = None, opt: str = "-Os", jobs: int | None = None,

@@ -14,7 +14,7 @@ from ..program.serialize import DEFAULT_SYMBOL
 
 def kernel_sets() -> list[str]:
     """The names `torchmcu build --kernels` takes."""
-    return [b.kernel_set for b in backends.all_backends().values() if b.kernel_set]
+    return [b.kernel_set for b in backends.builds().values() if b.kernel_set]
 
 
 def _folder(kernels: str) -> str:
@@ -33,7 +33,7 @@ def available_kernels(kernels: str = "portable") -> list[str]:
 
 def delegate_codes() -> dict[str, str]:
     """The op codes of delegate calls, and the firmware folder of each delegate."""
-    return {b.delegate_code: b.kernel_dir for b in backends.all_backends().values()
+    return {b.delegate_code: b.kernel_dir for b in backends.builds().values()
             if b.delegate_code and b.kernel_dir}
 
 

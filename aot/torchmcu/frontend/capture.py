@@ -220,7 +220,7 @@ def check_inputs(example_inputs: tuple[Any, ...]) -> None:
                                 f"(give a scalar as a tensor, e.g. torch.tensor([{x!r}]))")
 
 
-def to_eval(model: torch.nn.Module) -> torch.nn.Module:
+def to_eval(model: torch.nn.Module, stacklevel: int = 3) -> torch.nn.Module:
     """The model in eval mode; a model left in training mode is switched,
     with a warning. A graph module (torch.export(...).module(), a quantized
     graph) is taken as it is: its mode was fixed when it was exported, and
@@ -232,7 +232,7 @@ def to_eval(model: torch.nn.Module) -> torch.nn.Module:
         modal = sorted({type(m).__name__ for m in model.modules() if isinstance(m, _TRAIN_MODAL)})
         if modal:
             warnings.warn(f"torchmcu: the model is in training mode; compiling it in eval mode, as model.eval() "
-                          f"would (its {', '.join(modal)} layers compute otherwise in training mode)", stacklevel=3)
+                          f"would (its {', '.join(modal)} layers compute otherwise in training mode)", stacklevel=stacklevel)
     return model.eval()
 
 

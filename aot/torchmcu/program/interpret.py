@@ -107,31 +107,40 @@ def _execute(ops: list[dict], tensors: list[dict], constants: bytes, base: int, 
         args = [None if i < 0 else _view(tensors[i], constants, base, arenas).copy() for i in op["inputs"]]
         outs = [tensors[i] for i in op["outputs"]]
         params = op["params"][1] if op["params"] else {}
-        if op["code"] == "ETHOS_U":
-            results = ethos_u_call(params, args[3:])
-        elif op["code"] == "REQUANTIZE":  # from the two tensors' quantization
+        if op["code"] == "REQUANTIZE":  # from the two tensors' quantization
             results = [quant.requantize_tensor(args[0], tensors[op["inputs"][0]], outs[0])]
         elif op["code"] in ("DEQUANTIZE_S8", "DEQUANTIZE_S16"):  # its quantization is the input's
             src = tensors[op["inputs"][0]]
             results = [quant.dequantize(args[0], src["scale"], src["zero_point"])]
         else:
-            result = OPS[op["code"]](args, params, outs)
+            result = _runner(op["code"], params)(args, params, outs)
             results = list(result) if isinstance(result, tuple) else [result]  # a tuple: one per output
         for t, result in zip(outs, results):
             _store(t, np.asarray(result).reshape(t["dims"]), arenas)
 
 
-def ethos_u_call(params: dict, inputs: list[np.ndarray | None]) -> list[np.ndarray]:
-    """An Ethos-U delegate call as the reference computes it: the
-    partition's ops as the CPU runs them (EthosUParams, written by
-    torchmcu.backends.ethos_u.delegate), over their own constants and arena."""
+def _runner(code: str, params: dict) -> Callable[[list, dict, list], Any]:
+    """An op's runner: a delegate call that carries its sub-program runs that; any other op its family's."""
+    return delegate_call if SUB_PROGRAM <= params.keys() else OPS[code]
+
+
+# The fields of a delegate call's params that carry the sub-program it replaces (e.g. EthosUParams).
+SUB_PROGRAM = {"ops", "tensors", "constants", "arena_bytes", "inputs", "outputs"}
+
+
+def delegate_call(args: list[np.ndarray | None], params: dict, outs: list[dict]) -> tuple[np.ndarray, ...]:
+    """A delegate call as the reference computes it: the ops it replaces
+    (its params' sub-program, written by the delegate's backend, e.g.
+    torchmcu.backends.ethos_u.delegate) as the CPU runs them, over their own
+    constants and arena. The call's last operands are the sub-program's
+    inputs (the first ones are the delegate's own: its blob, its scratch)."""
     constants = bytes(params["constants"])
     tensors = params["tensors"]
     arenas = [bytearray(params["arena_bytes"])]
-    for index, x in zip(params["inputs"], inputs):
+    for index, x in zip(params["inputs"], args[len(args) - len(params["inputs"]):]):
         _store(tensors[index], np.asarray(x).reshape(tensors[index]["dims"]), arenas)
     _execute(params["ops"], tensors, constants, 0, arenas)
-    return [_view(tensors[i], constants, 0, arenas).copy() for i in params["outputs"]]
+    return tuple(_view(tensors[i], constants, 0, arenas).copy() for i in params["outputs"])
 
 
 def run_reference(pte: bytes, samples: list[list[np.ndarray]]) -> list[np.ndarray]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ...boards import Board
 from ...ir import PGraph
-from ..base import Backend, BuildParts, CompileContext
+from ..base import Backend, BuildBackend, BuildParts, CompileBackend, CompileContext
 from . import available, compile_partitions, report
 from .delegate import BACKEND as NAME
 from .delegate import CODE, check_npu_operands, delegate, format_npu_report
@@ -52,11 +52,10 @@ def numerics_samples(pg: PGraph, example_inputs: tuple[Any, ...], calibration: A
     return out
 
 
-class EthosU(Backend):
+class EthosUCompileHalf(CompileBackend):
     name = NAME
     priority = 10
     delegate_code = CODE
-    kernel_dir = "delegates/ethos_u"
     report_key = "ethos_u"
 
     def applies(self, board: Board) -> bool:
@@ -77,7 +76,7 @@ class EthosU(Backend):
         if not available():
             reason = ("the Ethos-U backend needs the ethos-u-vela and tosa-tools packages "
                       "(pip install ethos-u-vela tosa-tools); every op runs on the CPU")
-            warnings.warn(f"torchmcu: board {board.name} has an NPU but {reason}", stacklevel=3)
+            warnings.warn(f"torchmcu: board {board.name} has an NPU but {reason}", stacklevel=ctx.stacklevel)
             return Partitioning(skipped=reason)
         return Partitioning(compile_partitions(pg, board, numerics_samples(pg, ctx.example_inputs, ctx.calibration)))
 
@@ -108,10 +107,16 @@ class EthosU(Backend):
     def check_plan(self, pg: PGraph, plan: Any) -> None:
         check_npu_operands(pg, plan)
 
+
+class EthosUBuildHalf(BuildBackend):
+    name = NAME
+    delegate_code = CODE
+    kernel_dir = "delegates/ethos_u"
+
     def build_parts(self, board: Board, out: Path, codes: list[str]) -> BuildParts:
         from .build import EthosUBuild
 
         return EthosUBuild(board).parts()
 
 
-BACKEND = EthosU()
+BACKEND = Backend(EthosUCompileHalf(), EthosUBuildHalf())

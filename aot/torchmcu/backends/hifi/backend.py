@@ -10,16 +10,14 @@ from typing import Any
 from ...boards import Board
 from ...errors import BuildError
 from ...ir import PGraph
-from ..base import Backend, BuildParts, CompileContext
+from ..base import Backend, BuildBackend, BuildParts, CompileBackend, CompileContext
 from .partition import BACKEND as NAME
 from .partition import CLAIMED_CODES, HifiPlan, apply, decide, format_report, report
 
 
-class Hifi(Backend):
+class HifiCompileHalf(CompileBackend):
     name = NAME
     priority = 20
-    kernel_set = "hifi"
-    kernel_dir = "delegates/hifi"
     report_key = "hifi"
 
     def applies(self, board: Board) -> bool:
@@ -45,6 +43,12 @@ class Hifi(Backend):
     def format_report(self, section: dict[str, Any]) -> str:
         return format_report(section)
 
+
+class HifiBuildHalf(BuildBackend):
+    name = NAME
+    kernel_set = "hifi"
+    kernel_dir = "delegates/hifi"
+
     def build_parts(self, board: Board, out: Path, codes: list[str]) -> BuildParts:
         raise BuildError("the hifi kernels build for Xtensa boards only (torchmcu build on a HiFi board)")
 
@@ -56,5 +60,10 @@ class Hifi(Backend):
 
         return build_firmware(out, board, opt)
 
+    def describe_image(self, image: Path) -> str:
+        from .build import BUILD_DIR
 
-BACKEND = Hifi()
+        return f"{image}: built for Xtensa (commands: {image.parent / BUILD_DIR / 'build.sh'})"
+
+
+BACKEND = Backend(HifiCompileHalf(), HifiBuildHalf())

@@ -47,6 +47,7 @@ KERNEL_SOURCES = [HIFI_DIR / "conv_s8.cc", HIFI_DIR / "linear_s8.cc"]
 ENTRY_SOURCES = [HIFI_DIR / "main_xtensa.cc", HIFI_DIR / "platform_xtensa.cc"]
 CFLAGS = ["-std=c11", "-ffunction-sections", "-fdata-sections", "-Wall", "-Wextra"]
 ELF_NAME = "firmware-xtensa.elf"
+BUILD_DIR = "fw-xtensa"  # the build's commands (build.sh), objects and map, in OUT
 
 
 @dataclass(frozen=True)
@@ -126,14 +127,14 @@ def nnlib_build_command(root: Path, tools: XtensaTools) -> list[str]:
 
 
 def sources(out: Path) -> list[Path]:
-    fw = out / "fw-xtensa"
+    fw = out / BUILD_DIR
     return [*runtime_sources(), *KERNEL_SOURCES, *ENTRY_SOURCES, fw / "kernel_table_hifi.cc", out / "model_pte.c",
             out / "model_arenas.c"]
 
 
 def commands(out: Path, board: Board, tools: XtensaTools, nnlib: Path, opt: str = "-O2") -> list[list[str]]:
     """Compile every source, then link: the exact command lines."""
-    fw = out / "fw-xtensa"
+    fw = out / BUILD_DIR
     inc = [f"-I{FIRMWARE}", f"-I{FIRMWARE / 'include'}", f"-I{out}", *(f"-I{p}" for p in nnlib_includes(nnlib))]
     meta = json.loads((out / "model.json").read_text()) if (out / "model.json").is_file() else {}
     symbol = meta.get("symbol", serialize.DEFAULT_SYMBOL)
@@ -169,7 +170,7 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
         if not tool.is_file():
             raise BuildError(f"{tool} not found ({TOOLCHAIN_ENV}={tools.bin.parent})")
     nnlib = nnlib_root(env)
-    fw = out / "fw-xtensa"
+    fw = out / BUILD_DIR
     fw.mkdir(exist_ok=True)
     codes = [c.strip() for c in (out / "kernels.txt").read_text().splitlines() if c.strip()]
     (fw / "kernel_table_hifi.cc").write_text(table_source(codes, "delegates/hifi"))
