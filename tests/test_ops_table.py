@@ -43,6 +43,17 @@ def test_enum_values_are_unique_and_append_only() -> None:
         {"LINEAR_F32": 0, "CONV2D_S8": 17, "ETHOS_U": 35, "SLICE": 51, "LSTM_F32": 110}
 
 
+def test_rows_name_the_schemas_argument_records() -> None:
+    """Each row's *Args struct is in kernel_args.fbs and its params table in
+    program.fbs's OpParams union (the records the kernel reads)."""
+    from torchmcu.program import schema
+
+    s = schema.load()
+    for code, k in ops.KERNELS.items():
+        assert k.args is None or k.args in s.structs, f"{code}: no struct {k.args}"
+        assert k.params is None or k.params in s.unions["OpParams"].members, f"{code}: no params table {k.params}"
+
+
 def test_every_rule_target_and_logical_op_is_known() -> None:
     targets = {str(t) for f in FAMILIES for t in f.rules}
     listed = {t for op in ops.OPS for t in op.aten}
