@@ -47,7 +47,8 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 
 @needs_qemu
 @needs_arm_gcc
-@pytest.mark.parametrize("model,quant", [("mha", "int8"), ("encoder_layer", "int8"), ("mha", "a16w8")])
+@pytest.mark.parametrize("model,quant", [("mha", "int8"), pytest.param("encoder_layer", "int8", marks=pytest.mark.zoo),
+                                         pytest.param("mha", "a16w8", marks=pytest.mark.zoo)])
 def test_attention_checks_in_a_fresh_process(tmp_path, model, quant) -> None:
     (tmp_path / "models.py").write_text(MODELS)
     np.save(tmp_path / "cal.npy", np.random.default_rng(0).standard_normal((8, 1, 6, 16)).astype(np.float32))
