@@ -337,9 +337,12 @@ def test_an_internal_error_is_one_line_and_3_unless_asked_for_the_traceback(caps
     line = error_line(capsys, ["boards"], code=3)
     assert line == ("torchmcu: internal error (a torchmcu bug): AttributeError: 'NoneType' object has no attribute "
                     "'dims'; TORCHMCU_TRACEBACK=1 shows the traceback (please report it)")
+    # TORCHMCU_TRACEBACK=1: the traceback first, and the same status (3, not Python's 1, which means "mismatch")
     monkeypatch.setenv("TORCHMCU_TRACEBACK", "1")
-    with pytest.raises(AttributeError):
-        cli.main(["boards"])
+    assert cli.main(["boards"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):") and "in bug" in err
+    assert err.rstrip().splitlines()[-1].startswith("torchmcu: internal error (a torchmcu bug): AttributeError")
 
 
 def test_subprocess_user_error_and_bad_directory_have_no_traceback(work: Path) -> None:

@@ -1,6 +1,6 @@
 """The command line's failures: each is one line on stderr and an exit
-status, never a traceback (TORCHMCU_TRACEBACK=1 re-raises, for the whole of
-it). Also the user's files read as arrays (--input, --calibration) and the
+status, never a traceback (TORCHMCU_TRACEBACK=1 prints the traceback before
+that line; the exit status stays the same). Also the user's files read as arrays (--input, --calibration) and the
 build directory checked, each refused in one line naming it.
 
 Exit statuses (`torchmcu run --help` lists them, the firmware's by name):
@@ -156,6 +156,12 @@ def guarded(command: Callable[[], int]) -> int:
     """Runs the command: its status, or for an exception one line on stderr and
     the exit status for its kind (run_epilog lists them)."""
     traceback = os.environ.get("TORCHMCU_TRACEBACK", "") not in ("", "0")
+
+    def show() -> None:  # TORCHMCU_TRACEBACK=1: the whole traceback, then the same line and exit status
+        if traceback:
+            import traceback as tb
+
+            tb.print_exc()
     try:
         status = command()
         sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
@@ -167,21 +173,19 @@ def guarded(command: Callable[[], int]) -> int:
         _quiet_stdout()
         return EXIT_BROKEN_PIPE
     except (TorchMCUError, SimulatorNotFound, IoBlobTooLarge) as e:
-        if traceback:
-            raise
+        show()
         print(f"torchmcu: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as e:  # the machine's refusal (permissions, a full disk, a file gone): not a torchmcu bug
-        if traceback:
-            raise
+        show()
         where = f": {e.filename}" if e.filename else ""
         print(f"torchmcu: error: {e.strerror or type(e).__name__}{where}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as e:  # a torchmcu bug: one line, and how to see the rest
-        if traceback:
-            raise
+        show()
         print(f"torchmcu: internal error (a torchmcu bug): {type(e).__name__}: {one_line(str(e))}; "
-              "TORCHMCU_TRACEBACK=1 shows the traceback (please report it)", file=sys.stderr)
+              + ("please report it with the traceback above" if traceback else
+                 "TORCHMCU_TRACEBACK=1 shows the traceback (please report it)"), file=sys.stderr)
         return EXIT_INTERNAL
 
 
