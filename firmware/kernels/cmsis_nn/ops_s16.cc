@@ -4,7 +4,7 @@
 // (arm_elementwise_add_s16 / mul_s16), MAX_POOL2D_S16 / AVG_POOL2D_S16
 // (arm_max_pool_s16 / arm_avgpool_s16).
 //
-// Each check is the portable kernel's (kernels/portable/ops_s16.cc) plus
+// Each check is the portable kernel's (kernels/portable/<family>/ops_<family>.cc) plus
 // CMSIS-NN's own limits; each run calls CMSIS-NN, or the portable kernel for
 // what CMSIS-NN has no kernel for (broadcasting add/mul, pool windows that
 // may be empty, wide avg pools on DSP cores), and whenever CMSIS-NN returns an error. The same bits either way

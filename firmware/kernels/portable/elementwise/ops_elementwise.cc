@@ -85,10 +85,12 @@ void binary_f32_run(const OpContext& ctx) {
 
 // ---- integer add / sub / mul / maximum / minimum / div with broadcasting ------
 
-// a and b broadcast to y, with the dims the arguments give them; with
-// kInplace, y may be a or b where the kernel's mask says so (inplace::kAddS8, ...).
+// Two inputs, one output, arguments A (with `params`); a and b broadcast to
+// y, with the dims the arguments give them; with kInplace, y may be a or b
+// where the kernel's mask says so (inplace::kAddS8, ...).
 template <typename A, typename T, bool kInplace>
-Error binary_shapes_check(const OpContext& ctx) {
+Error binary_shapes_check(const OpContext& ctx, OpParams params) {
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) && check::args<A>(ctx, params), Error::InvalidOp);
   const A& s = ctx.args<A>();
   const Operand& a = ctx.input(0);
   const Operand& b = ctx.input(1);
@@ -109,10 +111,7 @@ constexpr bool kInplaceAddMul = sizeof(T) == 1;
 
 template <typename T>
 Error add_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
-                 check::args<schema::QuantAddArgs>(ctx, OpParams::QuantAddParams),
-             Error::InvalidOp);
-  TMCU_TRY((binary_shapes_check<schema::QuantAddArgs, T, kInplaceAddMul<T>>(ctx)));
+  TMCU_TRY((binary_shapes_check<schema::QuantAddArgs, T, kInplaceAddMul<T>>(ctx, OpParams::QuantAddParams)));
   const auto& p = ctx.args<schema::QuantAddArgs>();
   // Input multipliers < 1 (as the compiler and TFLM derive them): each
   // rescaled input stays below 2^30, so their sum fits int32.
@@ -140,10 +139,7 @@ void add_run(const OpContext& ctx) {
 
 template <typename T>
 Error mul_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
-                 check::args<schema::QuantMulArgs>(ctx, OpParams::QuantMulParams),
-             Error::InvalidOp);
-  TMCU_TRY((binary_shapes_check<schema::QuantMulArgs, T, kInplaceAddMul<T>>(ctx)));
+  TMCU_TRY((binary_shapes_check<schema::QuantMulArgs, T, kInplaceAddMul<T>>(ctx, OpParams::QuantMulParams)));
   const auto& p = ctx.args<schema::QuantMulArgs>();
   // int16: |a * b| <= 2^30 with zero offsets.
   TMCU_CHECK(act_ok<T>(p.act_min, p.act_max) && shift_ok(p.output_shift) && p.output_multiplier >= 0 &&
@@ -164,10 +160,7 @@ void mul_run(const OpContext& ctx) {
 
 // Maximum / minimum of the raw int8 values: one quantization in and out.
 Error max_min_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 2, 2, 1) &&
-                 check::args<schema::QuantMaxMinArgs>(ctx, OpParams::NONE),
-             Error::InvalidOp);
-  TMCU_TRY((binary_shapes_check<schema::QuantMaxMinArgs, int8_t, true>(ctx)));
+  TMCU_TRY((binary_shapes_check<schema::QuantMaxMinArgs, int8_t, true>(ctx, OpParams::NONE)));
   const auto& p = ctx.args<schema::QuantMaxMinArgs>();
   TMCU_CHECK(p.a_scale == p.y_scale && p.a_zero_point == p.y_zero_point &&
                  p.b_scale == p.y_scale && p.b_zero_point == p.y_zero_point,
@@ -184,10 +177,8 @@ void max_min_run(const OpContext& ctx) {
 }
 
 Error div_s8_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 2, 2, 1) && check::args<schema::QuantDivArgs>(ctx, OpParams::QuantDivParams),
-             Error::InvalidOp);
+  TMCU_TRY((binary_shapes_check<schema::QuantDivArgs, int8_t, true>(ctx, OpParams::QuantDivParams)));
   const auto& p = ctx.args<schema::QuantDivArgs>();
-  TMCU_TRY((binary_shapes_check<schema::QuantDivArgs, int8_t, true>(ctx)));
   // output_shift <= 23: with |v1| <= 255 (8 bits, headroom >= 23) the final
   // division's exponent is never negative.
   TMCU_CHECK(act_ok<int8_t>(p.act_min, p.act_max) && p.output_shift >= -31 && p.output_shift <= 23 &&

@@ -75,6 +75,21 @@ void softmax_f32_run(const OpContext& ctx) {
 
 // ---- softmax over the last axis ----------------------------------------------
 
+/// int8 softmax and log-softmax: only differences >= diff_min are scaled by
+/// 2^input_left_shift, and that product must fit in int32.
+TMCU_INLINE bool diff_min_ok(int32_t input_left_shift, int32_t diff_min) {
+  return input_left_shift >= 0 && input_left_shift <= 31 && diff_min <= 0 &&
+         int64_t(diff_min) * (int64_t{1} << input_left_shift) >= INT32_MIN;
+}
+
+/// int16 softmax: rows of at most 2^15 (the int32 sum), the exp and 1/(1+x)
+/// tables (inputs 1 and 2, int16 [513] each).
+template <typename A>
+TMCU_INLINE bool softmax_s16_ok(const OpContext& ctx, const A& a) {
+  return a.x[ctx.input(0).rank - 1] <= 32768 && check::vector(ctx.input(1), DType::I16, 513) &&
+         check::vector(ctx.input(2), DType::I16, 513) && a.input_multiplier >= 0 && shift_ok(a.input_left_shift);
+}
+
 // An optional second input: the exp table (int32 [256], reduce.h).
 Error softmax_s8_check(const OpContext& ctx) {
   TMCU_CHECK(check::counts(ctx, 1, 2, 1) &&
@@ -82,18 +97,8 @@ Error softmax_s8_check(const OpContext& ctx) {
                  check::args<schema::QuantSoftmaxArgs>(ctx, OpParams::QuantSoftmaxParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantSoftmaxArgs>();
-  const Operand& x = ctx.input(0);
-  const Operand& y = ctx.output(0);
-  TMCU_CHECK(is_q<int8_t>(x) && is_q<int8_t>(y) && x.rank >= 1 && y.rank == x.rank, Error::InvalidOp);
-  TMCU_TRY(check::holds(x, a.x));
-  TMCU_TRY(check::holds(y, a.y));
-  TMCU_CHECK(check::same_dims(a.x, a.y, x.rank) && a.input_left_shift >= 0 &&
-                 a.input_left_shift <= 31 && a.diff_min <= 0,
-             Error::InvalidOp);
-  // Only differences >= diff_min are scaled by 2^input_left_shift: that
-  // product must fit in int32.
-  TMCU_CHECK(int64_t(a.diff_min) * (int64_t{1} << a.input_left_shift) >= INT32_MIN,
-             Error::InvalidOp);
+  TMCU_TRY(same_shape(ctx, a, DType::I8));
+  TMCU_CHECK(diff_min_ok(a.input_left_shift, a.diff_min), Error::InvalidOp);
   return Error::Ok;
 }
 
@@ -111,15 +116,8 @@ Error softmax_s16_check(const OpContext& ctx) {
                  check::args<schema::QuantSoftmaxArgs>(ctx, OpParams::QuantSoftmaxParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantSoftmaxArgs>();
-  const Operand& x = ctx.input(0);
-  const Operand& y = ctx.output(0);
-  TMCU_CHECK(is_q<int16_t>(x) && is_q<int16_t>(y) && x.rank >= 1 && y.rank == x.rank, Error::InvalidOp);
-  TMCU_TRY(check::holds(x, a.x));
-  TMCU_TRY(check::holds(y, a.y));
-  TMCU_CHECK(check::same_dims(a.x, a.y, x.rank) && a.x[x.rank - 1] <= 32768 &&
-                 check::vector(ctx.input(1), DType::I16, 513) && check::vector(ctx.input(2), DType::I16, 513) &&
-                 a.input_multiplier >= 0 && shift_ok(a.input_left_shift),
-             Error::InvalidOp);
+  TMCU_TRY(same_shape(ctx, a, DType::I16));
+  TMCU_CHECK(softmax_s16_ok(ctx, a), Error::InvalidOp);
   return Error::Ok;
 }
 
@@ -157,8 +155,7 @@ Error log_softmax_s8_check(const OpContext& ctx) {
   TMCU_TRY(same_shape(ctx, a, DType::I8));
   // Rows below 4096 keep the Q12.19 sum of exponentials (each <= 2^19) in int32;
   // differences >= diff_min scaled by 2^input_left_shift stay in int32.
-  TMCU_CHECK(a.x[ctx.input(0).rank - 1] < 4096 && a.input_left_shift >= 0 && a.input_left_shift <= 31 &&
-                 a.diff_min <= 0 && int64_t(a.diff_min) * (int64_t{1} << a.input_left_shift) >= INT32_MIN &&
+  TMCU_CHECK(a.x[ctx.input(0).rank - 1] < 4096 && diff_min_ok(a.input_left_shift, a.diff_min) &&
                  a.input_multiplier >= 0 && a.reverse_scaling_divisor >= 0 &&
                  a.reverse_scaling_right_shift >= 0 && a.reverse_scaling_right_shift <= 31,
              Error::InvalidOp);
@@ -176,14 +173,14 @@ void log_softmax_s8_run(const OpContext& ctx) {
 
 // ---- mean over any axes -----------------------------------------------------------------
 
-template <DType X, int32_t kMin, int32_t kMax, int64_t kMaxCount>
-Error mean_check(const OpContext& ctx) {
+template <typename T>
+Error mean_q_check(const OpContext& ctx) {
   TMCU_CHECK(check::counts(ctx, 1, 1, 1) && check::args<schema::QuantMeanArgs>(ctx, OpParams::QuantMeanParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantMeanArgs>();
   const Operand& x = ctx.input(0);
   const Operand& y = ctx.output(0);
-  TMCU_CHECK(check::is(x, X) && check::is(y, X) && x.rank >= 1, Error::InvalidOp);
+  TMCU_CHECK(is_q<T>(x) && is_q<T>(y) && x.rank >= 1, Error::InvalidOp);
   TMCU_TRY(check::holds(x, a.x));
   TMCU_TRY(check::holds(y, a.y));
   const int32_t r = int32_t(x.rank);
@@ -192,13 +189,10 @@ Error mean_check(const OpContext& ctx) {
   for (int32_t d = 0; d < r; ++d) ((a.axis_mask >> d) & 1u ? count : kept) *= a.x[d];
   // y holds the kept elements (reduced axes dropped or 1: the same bytes);
   // the int32 sum holds count values of 8 (16) bits.
-  const bool wide = X == DType::I16;
-  TMCU_CHECK(int64_t(y.nbytes) == kept * (wide ? 2 : 1) && count <= kMaxCount && a.multiplier >= 0 &&
-                 a.shift >= -31 && a.shift <= 30 && kMin <= a.act_min && a.act_min <= a.act_max &&
-                 a.act_max <= kMax &&
-                 (wide ? a.input_zero_point == 0 && a.output_zero_point == 0
-                       : a.input_zero_point >= -128 && a.input_zero_point <= 127 && a.output_zero_point >= -128 &&
-                             a.output_zero_point <= 127),
+  const int64_t max_count = sizeof(T) == 1 ? int64_t{1} << 23 : int64_t{1} << 15;
+  TMCU_CHECK(int64_t(y.nbytes) == kept * int64_t(sizeof(T)) && count <= max_count && a.multiplier >= 0 &&
+                 shift_ok(a.shift) && act_ok<T>(a.act_min, a.act_max) &&
+                 QType<T>::zero_point_ok(a.input_zero_point) && QType<T>::zero_point_ok(a.output_zero_point),
              Error::InvalidOp);
   return Error::Ok;
 }
@@ -207,16 +201,10 @@ QuantMeanParams mean_params(const schema::QuantMeanArgs& a) {
   return QuantMeanParams{a.input_zero_point, a.output_zero_point, a.multiplier, a.shift, a.act_min, a.act_max};
 }
 
-void mean_s8_run(const OpContext& ctx) {
+template <typename T, void (*Fn)(const T*, const int32_t*, int32_t, uint32_t, const QuantMeanParams&, T*)>
+void mean_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantMeanArgs>();
-  mean_s8(ctx.in<const int8_t>(0), a.x, int32_t(ctx.input(0).rank), a.axis_mask, mean_params(a),
-          ctx.out<int8_t>(0));
-}
-
-void mean_s16_run(const OpContext& ctx) {
-  const auto& a = ctx.args<schema::QuantMeanArgs>();
-  mean_s16(ctx.in<const int16_t>(0), a.x, int32_t(ctx.input(0).rank), a.axis_mask, mean_params(a),
-           ctx.out<int16_t>(0));
+  Fn(ctx.in<const T>(0), a.x, int32_t(ctx.input(0).rank), a.axis_mask, mean_params(a), ctx.out<T>(0));
 }
 
 // ---- softmax with a constant mask over the last axis ----------------------------------
@@ -241,9 +229,7 @@ Error masked_s8_check(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantMaskedSoftmaxArgs>();
   TMCU_TRY(same_shape(ctx, a, DType::I8));
   TMCU_TRY(mask_check(ctx, a, 1));
-  TMCU_CHECK(a.input_left_shift >= 0 && a.input_left_shift <= 31 && a.diff_min <= 0 &&
-                 int64_t(a.diff_min) * (int64_t{1} << a.input_left_shift) >= INT32_MIN,
-             Error::InvalidOp);
+  TMCU_CHECK(diff_min_ok(a.input_left_shift, a.diff_min), Error::InvalidOp);
   return Error::Ok;
 }
 
@@ -262,10 +248,7 @@ Error masked_s16_check(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantMaskedSoftmaxArgs>();
   TMCU_TRY(same_shape(ctx, a, DType::I16));
   TMCU_TRY(mask_check(ctx, a, 3));
-  TMCU_CHECK(a.x[ctx.input(0).rank - 1] <= 32768 && check::vector(ctx.input(1), DType::I16, 513) &&
-                 check::vector(ctx.input(2), DType::I16, 513) && a.input_multiplier >= 0 &&
-                 a.input_left_shift >= -31 && a.input_left_shift <= 30,
-             Error::InvalidOp);
+  TMCU_CHECK(softmax_s16_ok(ctx, a), Error::InvalidOp);
   return Error::Ok;
 }
 
@@ -285,8 +268,8 @@ const Kernel kSoftmaxS8 = {softmax_s8_check, softmax_s8_run};
 const Kernel kSoftmaxS16 = {softmax_s16_check, softmax_s16_run};
 const Kernel kLogSoftmaxF32 = {log_softmax_f32_check, log_softmax_f32_run};
 const Kernel kLogSoftmaxS8 = {log_softmax_s8_check, log_softmax_s8_run};
-const Kernel kMeanS8 = {mean_check<DType::I8, -128, 127, int64_t{1} << 23>, mean_s8_run};
-const Kernel kMeanS16 = {mean_check<DType::I16, -32768, 32767, int64_t{1} << 15>, mean_s16_run};
+const Kernel kMeanS8 = {mean_q_check<int8_t>, mean_q_run<int8_t, mean_s8>};
+const Kernel kMeanS16 = {mean_q_check<int16_t>, mean_q_run<int16_t, mean_s16>};
 const Kernel kSoftmaxMaskedS8 = {masked_s8_check, masked_s8_run};
 const Kernel kSoftmaxMaskedS16 = {masked_s16_check, masked_s16_run};
 
