@@ -48,6 +48,7 @@ CASES = {
     "elu_alpha": (lambda: nn.ELU(0.5), [(2, 20)], {"LUT_S8"}, {"LUT_S16"}),
     "exp_rsqrt": (lambda: Fn(lambda m, x: torch.exp(x) + torch.rsqrt(x * x + 0.5)), [(2, 12)],
                   {"LUT_S8", "ADD_S8"}, {"LUT_S16", "ADD_S16"}),
+    "sqrt": (lambda: Fn(lambda m, x: torch.sqrt(x * x + 0.25)), [(2, 12)], {"LUT_S8"}, {"LUT_S16"}),
     "sigmoid_tanh": (lambda: Fn(lambda m, x: torch.sigmoid(x) * torch.tanh(x)), [(2, 16)], {"LUT_S8", "MUL_S8"},
                      {"LUT_S16", "MUL_S16"}),
     "hardswish": (lambda: Fn(lambda m, x: F.hardswish(x * 3)), [(2, 20)], {"LUT_S8"}, {"LUT_S16"}),

@@ -140,7 +140,7 @@ CALIBRATED_UNARY = {
     # element-wise tables, PReLU, GLU, and the normalisations (their constants
     # are quantized by the lowering)
     aten.gelu.default, aten.silu.default, aten.hardsigmoid.default, aten.elu.default, aten.leaky_relu.default,
-    aten.exp.default, aten.rsqrt.default, aten.reciprocal.default, aten.neg.default, aten.prelu.default,
+    aten.exp.default, aten.rsqrt.default, aten.sqrt.default, aten.reciprocal.default, aten.neg.default, aten.prelu.default,
     aten.glu.default, aten.layer_norm.default, aten.group_norm.default, aten.batch_norm.default,
 }
 LOG_SOFTMAX = {aten.log_softmax.int, aten._log_softmax.default}  # TFLite's int8 output: 16/256, 127

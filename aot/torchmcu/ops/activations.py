@@ -15,6 +15,7 @@ OPS: tuple[Op, ...] = (
             "aten.hardsigmoid.default",
             "aten.reciprocal.default",
             "aten.rsqrt.default",
+            "aten.sqrt.default",
             "aten.silu.default",
             "aten.gru.input",
             "aten.gru_cell.default",

@@ -21,7 +21,7 @@ from .reduce import _lut_s16
 
 # ActivationParams.fn of ACTIVATION_F32 (program.fbs): one float kernel for all.
 ACTIVATION_FN = {"gelu": 0, "gelu_tanh": 1, "silu": 2, "hardsigmoid": 3, "elu": 4, "exp": 5, "rsqrt": 6,
-                 "reciprocal": 7}
+                 "reciprocal": 7, "sqrt": 8}
 
 
 def _torch_fn(name: str, alpha: float = 1.0) -> Callable[[Any], Any]:
@@ -31,7 +31,7 @@ def _torch_fn(name: str, alpha: float = 1.0) -> Callable[[Any], Any]:
     fns = {
         "gelu": lambda x: F.gelu(x), "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
         "silu": F.silu, "hardsigmoid": F.hardsigmoid, "elu": lambda x: F.elu(x, alpha), "exp": torch.exp,
-        "rsqrt": torch.rsqrt, "reciprocal": torch.reciprocal, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "hardswish": F.hardswish,
+        "rsqrt": torch.rsqrt, "sqrt": torch.sqrt, "reciprocal": torch.reciprocal, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "hardswish": F.hardswish,
     }
     return fns[name]
 

@@ -317,7 +317,7 @@ class ElementwiseOps(ExporterBase):
     op_prelu_s16 = op_prelu_s8
     op_prelu_f32 = op_prelu_s8
     def op_activation_f32(self, index, op, p, ins, out):
-        opcode = {4: "ELU", 5: "EXP", 6: "RSQRT"}.get(p["fn"])
+        opcode = {4: "ELU", 5: "EXP", 6: "RSQRT", 8: "SQRT"}.get(p["fn"])
         if opcode is None or (opcode == "ELU" and p.get("alpha", 1.0) != 1.0):
             raise ExportError(f"{self.p.describe(index)}: no TFLite Micro operator computes activation {p['fn']}")
         self.w.add_op(opcode, [ins[0]], [out])

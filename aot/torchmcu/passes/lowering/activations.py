@@ -1,6 +1,6 @@
 """Activations beyond clamp, as lookup tables at int8 and int16.
 
-ATen: gelu (erf and tanh), silu, hardsigmoid, elu, exp, rsqrt, reciprocal (one
+ATen: gelu (erf and tanh), silu, hardsigmoid, elu, exp, rsqrt, sqrt, reciprocal (one
 "activation" node each), leaky_relu and prelu ("prelu", alpha a constant),
 glu ("glu"); and the int16 forms of sigmoid, tanh and hardswish (their int8
 tables are elementwise.py's). Program ops: ACTIVATION_F32; LUT_S8 (256
@@ -38,6 +38,7 @@ F.rule(aten.silu.default)(_activation("silu"))
 F.rule(aten.hardsigmoid.default)(_activation("hardsigmoid"))
 F.rule(aten.exp.default)(_activation("exp"))
 F.rule(aten.rsqrt.default)(_activation("rsqrt"))
+F.rule(aten.sqrt.default)(_activation("sqrt"))
 F.rule(aten.reciprocal.default)(_activation("reciprocal"))
 
 

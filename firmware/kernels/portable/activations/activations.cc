@@ -29,6 +29,8 @@ inline float activation(float x, int32_t fn, float alpha) {
       return expf(x);
     case kRsqrt:
       return 1.0f / sqrtf(x);
+    case kSqrt:
+      return sqrtf(x);
     default:  // kReciprocal (the check admits no other)
       return 1.0f / x;
   }

@@ -24,7 +24,8 @@ enum ActivationFn : int32_t {
   kExp = 5,
   kRsqrt = 6,       // 1 / sqrt(x)
   kReciprocal = 7,  // 1 / x
-  kNumActivationFns = 8,
+  kSqrt = 8,        // sqrt(x)
+  kNumActivationFns = 9,
 };
 
 /// out = fn(in) element-wise (fn in [0, kNumActivationFns)). in == out is allowed.
