@@ -32,6 +32,7 @@ OPS: tuple[Op, ...] = (
         "slice",
         aten=(
             "aten.expand.default",
+            "aten.pad.default",
             "aten.narrow.default",
             "aten.select.int",
             "aten.slice.Tensor",
@@ -57,7 +58,14 @@ OPS: tuple[Op, ...] = (
     ),
     Op(
         "cat",
-        aten=("aten.cat.default", "aten.gru.input", "aten.lstm.input", "aten.rnn_relu.input", "aten.rnn_tanh.input"),
+        aten=(
+            "aten.cat.default",
+            "aten.pad.default",
+            "aten.gru.input",
+            "aten.lstm.input",
+            "aten.rnn_relu.input",
+            "aten.rnn_tanh.input",
+        ),
         f32=("CONCAT",),
         i8=("CONCAT",),
     ),

@@ -184,11 +184,50 @@ def constant_pad(cv, x, pad, value=0.0):
     return cv.emit("pad", [x], dict(before=tuple(before), after=tuple(after), value=float(value)))
 
 
+# Reflect padding is built of one-element slices: at most this many per side and dim (cat takes 8 inputs).
+REFLECT_MAX = 3
+
+
 @F.rule(aten.pad.default)
 def pad(cv, x, pad, mode="constant", value=None):
-    if mode != "constant":
-        raise cv.fail(f"padding mode {mode!r} is not supported (only constant padding)")
-    return constant_pad(cv, x, pad, 0.0 if value is None else value)
+    """Constant padding (PAD); replicate and reflect padding as slices of x's
+    edges and a cat along each padded dim (bytes moved at x's quantization):
+    replicate repeats the edge (a slice with step 0), reflect mirrors the
+    values next to it, one slice each (at most REFLECT_MAX per side)."""
+    if mode == "constant":
+        return constant_pad(cv, x, pad, 0.0 if value is None else value)
+    if mode not in ("replicate", "reflect"):
+        raise cv.fail(f"padding mode {mode!r} is not supported (constant, replicate and reflect are)")
+    x = cv.act(x)
+    rank = len(cv.shape(x))
+    pad = [int(p) for p in pad]
+    if len(pad) % 2 or len(pad) // 2 > rank or any(p < 0 for p in pad):
+        raise cv.fail(f"{mode} padding {pad} for a tensor of rank {rank}")
+    for i in range(len(pad) // 2):
+        d, before, after = rank - 1 - i, pad[2 * i], pad[2 * i + 1]
+        if before == after == 0:
+            continue
+        n = cv.shape(x)[d]
+        if mode == "reflect" and (max(before, after) >= n or max(before, after) > REFLECT_MAX):
+            raise cv.fail(f"reflect padding of {max(before, after)} along a dim of {n}: at most "
+                          f"{min(n - 1, REFLECT_MAX)} (replicate or constant padding take any)")
+        parts = [_edge(cv, x, d, k, 1) for k in range(before, 0, -1)] if mode == "reflect" else \
+            [_edge(cv, x, d, 0, before)] if before else []
+        parts.append(x)
+        parts += [_edge(cv, x, d, n - 1 - k, 1) for k in range(1, after + 1)] if mode == "reflect" else \
+            [_edge(cv, x, d, n - 1, after)] if after else []
+        shape = list(cv.shape(x))
+        shape[d] = n + before + after
+        x = cv.emit("cat", parts, dict(dim=d), shape=tuple(shape))
+    return x
+
+
+def _edge(cv, x, d: int, index: int, count: int):
+    """Element `index` of x along dim d, `count` times (a slice with step 0 repeats it)."""
+    shape = list(cv.shape(x))
+    begin, step = [0] * len(shape), [1] * len(shape)
+    begin[d], step[d], shape[d] = index, 0 if count > 1 else 1, count
+    return _slice(cv, x, begin, step, shape)
 
 
 @F.rule(aten.dropout.default, aten.contiguous.default, aten.clone.default, aten.detach.default,
