@@ -8,17 +8,8 @@ from .row import Kernel, Op
 OPS: tuple[Op, ...] = ()
 
 KERNELS: tuple[Kernel, ...] = (
-    Kernel(
-        "ETHOS_U",
-        35,
-        "EthosUArgs",
-        "EthosUParams",
-        reference=False,
-        backends=("ethos-u",),
-        note=(
-            "An Ethos-U delegate call (firmware/delegates/ethos_u/): blob (U8 constant,",
-            "aot/torchmcu/backends/ethos_u/blob.py), scratch, fast scratch (U8 arena, or absent",
-            "when the blob needs none), then the partition's inputs; its outputs.",
-        ),
-    ),
+    Kernel("ETHOS_U", 35, "EthosUArgs", "EthosUParams", backends=("ethos-u",), reference=False,
+           note=("An Ethos-U delegate call (firmware/delegates/ethos_u/): blob (U8 constant,",
+                 "aot/torchmcu/backends/ethos_u/blob.py), scratch, fast scratch (U8 arena, or absent",
+                 "when the blob needs none), then the partition's inputs; its outputs.")),
 )
