@@ -74,3 +74,33 @@ def test_device_image_keeps_what_the_runtime_reads(built) -> None:
         assert dev[key] == full[key], key
     assert [a["size"] for a in dev["arenas"]] == [a["size"] for a in full["arenas"]]
     assert image[dev["constant_offset"]:] == pte[full["constant_offset"]:]
+
+
+class _Streaming(nn.Module):
+    """A GRU cell step: forward(x, h) -> (y, h), h kept as state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.GRUCell(6, 16)
+        self.fc = nn.Linear(16, 3)
+
+    def forward(self, x, h):
+        h = self.cell(x, h)
+        return self.fc(h), h
+
+
+@needs_arm_gcc
+def test_build_counts_a_streaming_models_state_as_state(tmp_path, capsys) -> None:
+    """The persistent arena shares its memory's section with the activations;
+    the build's RAM line gives its bytes as state, as report.txt does (#26)."""
+    torch.manual_seed(0)
+    out = tmp_path / "stream"
+    c = compile(_Streaming().eval(), (torch.randn(1, 6), torch.zeros(1, 16)), "mps3-an547", out, progress=False,
+                state=1)
+    state = c.report["memory"]["state"]["bytes"]
+    assert state > 0
+    assert cli.main(["build", str(out)]) == 0
+    ram = json.loads((out / "size.json").read_text())["ram"]
+    assert ram["parts"]["state"] == state
+    assert sum(ram["parts"].values()) == ram["total"]
+    assert f"persistent state {state:,} B" in capsys.readouterr().out
