@@ -310,13 +310,8 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
         "computed + margin" if computed is not None else f"board {board.name}'s stack_size (not bounded)"))
     api = (f"{symbol}.o",)
     sizes = size_breakdown(elf, fw / "firmware.map", api)
-    ram = ram_breakdown(elf, fw / "firmware.map", set(arenas), api)
-    # A persistent arena (a streaming model's state) shares its memory's output section with the
-    # activations: its bytes are the state's, not the arenas' (report.txt's "model state").
-    state = sum(a["size"] for a in meta["arenas"] if a.get("persistent"))
-    moved = min(state, ram["parts"]["arenas"])
-    ram["parts"]["arenas"] -= moved
-    ram["parts"]["state"] += moved
+    ram = ram_breakdown(elf, fw / "firmware.map", set(arenas), api,
+                        state_bytes=sum(a["size"] for a in meta["arenas"] if a.get("persistent")))
     record = {**sizes, "ram": ram, "stack": analysis, "verify": verify, "kind": "app" if app_paths else "firmware",
               "app": [str(a) for a in app_paths]}
     (out / "size.json").write_text(json.dumps(record, indent=2) + "\n")

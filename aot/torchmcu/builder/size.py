@@ -170,11 +170,14 @@ def _ram_sections(elf: Path) -> dict[str, tuple[int, int, bool]]:
     return found
 
 
-def ram_breakdown(elf: Path, map_path: Path, arena_sections: set[str], api_files: tuple[str, ...] = ()) -> dict:
+def ram_breakdown(elf: Path, map_path: Path, arena_sections: set[str], api_files: tuple[str, ...] = (),
+                  state_bytes: int = 0) -> dict:
     """The ELF's data + bss by part: the planned arenas, persistent state
-    (a section named *state*: a recurrent model's), the runtime (the
-    model's Method, the runtime's and kernels' own data), the stack, and the
-    application's data (the app, startup, libc). Sums to data + bss (checked)."""
+    (a section named *state*: a recurrent model's; and `state_bytes` of the
+    arena sections, where a persistent arena shares its memory's section
+    with the activations), the runtime (the model's Method, the runtime's
+    and kernels' own data), the stack, and the application's data (the app,
+    startup, libc). Sums to data + bss (checked)."""
     sections = _ram_sections(elf)
     parts = {p: 0 for p in RAM_PARTS}
     memories: dict[str, dict[str, int]] = {}  # section -> bytes, for the report of where each went
@@ -190,6 +193,9 @@ def ram_breakdown(elf: Path, map_path: Path, arena_sections: set[str], api_files
         else:
             plain[name] = (addr, size)
         memories[name] = {"address": addr, "bytes": size}
+    moved = min(state_bytes, parts["arenas"])
+    parts["arenas"] -= moved
+    parts["state"] += moved
     for files in _attribute(map_path, plain).values():
         for f, n in files.items():
             part = _part(f, api_files)

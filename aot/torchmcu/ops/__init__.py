@@ -66,8 +66,7 @@ def _merge() -> tuple[dict[str, Kernel], dict[str, str], tuple[Op, ...]]:
 
 
 # Every program op code, in op code order.
-KERNELS, FAMILY_OF, _OPS = _merge()
-OPS: tuple[Op, ...] = _OPS
+KERNELS, FAMILY_OF, OPS = _merge()
 
 # code -> (args struct, the params table its arguments come from, or None): the
 # codes that have arguments (program/schema/records.py).
@@ -78,13 +77,10 @@ INPLACE: dict[str, tuple[int, ...]] = {c: k.inplace for c, k in KERNELS.items() 
 
 
 # ATen target -> the logical ops its rule may emit; logical op -> its Op row(s).
-EMITS: dict[str, frozenset[str]] = {}
-for _op in OPS:
-    for _t in _op.aten:
-        EMITS[_t] = EMITS.get(_t, frozenset()) | {_op.name}
-BY_NAME: dict[str, tuple[Op, ...]] = {}
-for _op in OPS:
-    BY_NAME[_op.name] = BY_NAME.get(_op.name, ()) + (_op,)
+EMITS: dict[str, frozenset[str]] = {t: frozenset(op.name for op in OPS if t in op.aten)
+                                    for t in {t for op in OPS for t in op.aten}}
+BY_NAME: dict[str, tuple[Op, ...]] = {name: tuple(op for op in OPS if op.name == name)
+                                      for name in {op.name for op in OPS}}
 
 # Program ops the layout itself adds around any op: a change of layout, a copy.
 LAYOUT_CODES = frozenset({"PERMUTE", "COPY"})

@@ -20,7 +20,7 @@ FOLDERS = {"kernels/portable": "portable", "kernels/cmsis_nn": "cmsis-nn", "dele
 
 def kernel_symbol(code: str) -> str:
     """LINEAR_F32 -> kLinearF32 (the rule firmware/kernels/portable/kernels.h states)."""
-    return ops.KERNELS[code].symbol if code in ops.KERNELS else "k" + "".join(w.capitalize() for w in code.split("_"))
+    return ops.KERNELS[code].symbol
 
 
 def declared_kernels(folder: str = PORTABLE) -> list[str]:

@@ -294,7 +294,7 @@ F.lower("qlayer_norm")(lambda lay, n: _layer_norm_q(lay, n, 8))
 F.lower16("qlayer_norm")(lambda lay, n: _layer_norm_q(lay, n, 16))
 
 
-def _pixels(lay, n: Node) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
+def _pixels(lay, n: Node) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     """x channels last as [N, positions, C]; the output tensor's physical
     dims and order."""
     x = n.inputs[0]
@@ -302,12 +302,12 @@ def _pixels(lay, n: Node) -> tuple[int, int, tuple[int, ...], tuple[int, ...]]:
     order = _channels_last(len(shape))
     tid = lay.get(x, order, n)
     flat = (shape[0], int(np.prod(shape[2:], dtype=np.int64)), shape[1])
-    return lay.alias(tid, flat), tid, tuple(shape[d] for d in order), order
+    return lay.alias(tid, flat), tuple(shape[d] for d in order), order
 
 
 @F.lower("group_norm")
 def _group_norm_f32(lay, n: Node) -> None:
-    xin, tid, dims, order = _pixels(lay, n)
+    xin, dims, order = _pixels(lay, n)
     _, w, b = n.inputs
     ins = [xin] + [-1 if c is None else lay.constant(f"{n.name}_{k}", np.asarray(c, np.float32))
                    for k, c in (("weight", w), ("bias", b))]
@@ -318,7 +318,7 @@ def _group_norm_f32(lay, n: Node) -> None:
 
 
 def _group_norm_q(lay, n: Node, bits: int) -> None:
-    xin, tid, dims, order = _pixels(lay, n)
+    xin, dims, order = _pixels(lay, n)
     _, w, b = n.inputs
     batch, positions, channels = lay.p.tensors[xin].dims
     (s_in, zp_in), = n.attrs["in_q"]
