@@ -308,7 +308,7 @@ def compiled(tmp_path_factory):
 
 def retarget(src: Path, dst: Path, board: str) -> None:
     """Put the program compiled in `src` in `dst` for `board`: the same
-    model.pte (hence kernels.txt and kernel_table.cc); only where its arena and
+    model.pte (hence kernels.txt, kernel_table.cc and the C API); only where its arena and
     program go (model.json, model_arenas.*) follows the board. Files are
     written, not copied with their times, so make rebuilds what changed."""
     b = load_board(board)
@@ -319,7 +319,9 @@ def retarget(src: Path, dst: Path, board: str) -> None:
     meta.update(board=b.name, program_memory=choose_program_memory(b, len(pte), "int8"),
                 arenas=[{"name": arena.name, "section": serialize.arena_section(arena), "size": size}])
     dst.mkdir(parents=True, exist_ok=True)
-    for name in ("model.pte", "model_pte.h", "model_pte.c", "kernels.txt", "kernel_table.cc"):
+    symbol = meta.get("symbol", serialize.DEFAULT_SYMBOL)  # the model's C API (NAME.h, NAME.cc) builds with it
+    for name in ("model.pte", "model_pte.h", "model_pte.c", "kernels.txt", "kernel_table.cc", f"{symbol}.h",
+                 f"{symbol}.cc"):
         (dst / name).write_bytes((src / name).read_bytes())
     h, c = serialize.model_arena_sources([arena])
     (dst / "model_arenas.h").write_text(h)
