@@ -63,7 +63,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 copy_hot_weights=args.copy_hot_weights,
                 symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends,
                 io_layout=args.io_layout, stack=None if args.stack is None else _bytes(args.stack),
-                state=_state(args.state), strict=args.strict, crc=args.crc)
+                state=_state(args.state), strict=args.strict, crc=args.crc,
+                recurrent_weights=args.recurrent_weights)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ ({args.symbol}.h/.cc: the C API; model.pte, model_pte.c/.h, model_arenas.c/.h, "
@@ -482,6 +483,10 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("--crc", action="store_true",
                    help="write a CRC32 of the program into it; the runtime checks it when it loads the program "
                         "and refuses a corrupted or half-flashed one (ChecksumMismatch)")
+    c.add_argument("--recurrent-weights", choices=("per-channel", "per-gate"), default="per-channel",
+                   help="an int8/a16w8 LSTM's or GRU's weights: one scale per row (per-channel, the default: closer "
+                        "to float on trained weights) or per gate (TFLite's scheme: needed to export the LSTM to "
+                        ".tflite, and for CMSIS-NN's LSTM kernel to run it)")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")
