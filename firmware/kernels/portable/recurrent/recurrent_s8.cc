@@ -102,7 +102,7 @@ int64_t row_sum(const int8_t* w, int32_t n) {
 // requantized into Q3.12: TFLite's scheme (per-gate weights) saturates
 // each to int16 before the sum, torchmcu's (per-row weights) only the sum,
 // so that a large product the other side cancels stays exact.
-TMCU_INLINE int32_t gate_sum(int32_t gx, int32_t gh, bool per_row) {
+inline int32_t gate_sum(int32_t gx, int32_t gh, bool per_row) {
   return per_row ? sat16(int64_t(gx) + gh) : sat16(sat16(gx) + sat16(gh));
 }
 
@@ -124,7 +124,7 @@ struct Gate {
 };
 
 // (v + 2^(s-1)) >> s for s > 0: a rounding arithmetic shift.
-TMCU_INLINE int64_t round_shift(int64_t v, int32_t s) { return s > 0 ? (v + (int64_t(1) << (s - 1))) >> s : v; }
+inline int64_t round_shift(int64_t v, int32_t s) { return s > 0 ? (v + (int64_t(1) << (s - 1))) >> s : v; }
 
 // torchmcu's cell update (per-row weights): c' = f * c + i * g summed at the
 // finer of the state's scale 2^p and Q3.12 (2^e, e = min(p, -12)), rounded
