@@ -281,8 +281,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             result["check"]["max_lsb_vs_pytorch_qdq"] = [lsb for _, lsb in errors]  # None: a float output
             result["check"]["max_abs_error_vs_pytorch_qdq"] = [e for e, _ in errors]
             floor = numerics.DEFAULT_SQNR_FLOOR_DB if args.sqnr_floor is None else args.sqnr_floor
-            stats, warns = numerics.check_vs_float(args.dir, res.outputs, samples, floor)
-            result["check"].update(vs_float=stats, sqnr_floor_db=floor, warnings=warns)
+            stats, warns = numerics.check_vs_float(args.dir, res.outputs, samples, floor, [lsb for _, lsb in errors],
+                                                   numerics.QDQ_LSB_BOUND if args.qdq_lsb is None else args.qdq_lsb)
+            result["check"].update(vs_float=stats, sqnr_floor_db=floor, qdq_margin_db=numerics.QDQ_MARGIN_DB,
+                                   warnings=warns)
             for w in warns:
                 print(f"torchmcu: warning: {w}", file=sys.stderr)
             if warns and args.strict:
@@ -526,11 +528,16 @@ def make_parser() -> argparse.ArgumentParser:
                         "Default: the example inputs")
     r.add_argument("--check", action="store_true",
                    help="compare with the reference (exit 1 on a mismatch); a quantized program also with the "
-                        "float model: SQNR and max abs error per output, warnings for a constant output or an "
-                        "SQNR below --sqnr-floor")
+                        "float model and PyTorch's q/dq model: SQNR and max abs error per output, warnings for a "
+                        "constant output, an SQNR below --sqnr-floor, or one further from float than the q/dq "
+                        "model's (1 dB, --qdq-lsb)")
     r.add_argument("--strict", action="store_true", help="--check, and its numerics warnings fail it (exit 1)")
     r.add_argument("--sqnr-floor", type=float, metavar="DB",
                    help="warn when an output's SQNR against the float model is below DB (default 10)")
+    r.add_argument("--qdq-lsb", type=float, metavar="N",
+                   help="warn when an output differs from PyTorch's q/dq model by more than N steps of int8 "
+                        "(x256 for an int16 output; default 8); an output more than 1 dB below the q/dq model's "
+                        "SQNR against float is warned of too")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--profile", action="store_true", help="print instructions per op, costliest first, and write DIR/profile.json")
     r.add_argument("--timeout", type=float, help="seconds before the simulator is stopped (default 300); with "
