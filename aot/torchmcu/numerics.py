@@ -140,11 +140,12 @@ def lsb_bound(out_dir: str | Path, k: int, bound: float) -> float:
         t = producer["inputs"][0]
 
 
-def vs_qdq(out_dir: str | Path, stats: list[dict[str, Any]], qdq: list[np.ndarray], ref: list[np.ndarray],
-           lsb: list[float | None], lsb_limit: float) -> list[str]:
+def vs_qdq(stats: list[dict[str, Any]], qdq: list[np.ndarray], ref: list[np.ndarray], lsb: list[float | None],
+           limits: list[float]) -> list[str]:
     """Adds each output's q/dq SQNR against float to `stats`; one line per
-    output further from float than PyTorch's q/dq model (see the module
-    docstring)."""
+    output further from float than PyTorch's q/dq model: an SQNR more than
+    QDQ_MARGIN_DB below the q/dq model's, or lsb[k] (its largest difference
+    from the q/dq model in steps) past limits[k] (see lsb_bound)."""
     out = []
     for k, (s, q, r) in enumerate(zip(stats, qdq, ref)):
         qs = sqnr_db(np.asarray(q, np.float64), r)
@@ -152,7 +153,7 @@ def vs_qdq(out_dir: str | Path, stats: list[dict[str, Any]], qdq: list[np.ndarra
         if s["sqnr_db"] is not None and qs is not None and s["sqnr_db"] < qs - QDQ_MARGIN_DB:
             out.append(f"output {k}: SQNR {s['sqnr_db']:.1f} dB against the float model, {qs - s['sqnr_db']:.1f} dB "
                        f"below PyTorch's q/dq model of the same program ({qs:.1f} dB)")
-        limit = lsb_bound(out_dir, k, lsb_limit)
+        limit = limits[k]
         if k < len(lsb) and lsb[k] is not None and lsb[k] > limit:
             out.append(f"output {k}: {lsb[k]:g} LSB from PyTorch's q/dq model, past the bound of {limit:g} "
                        "(--qdq-lsb)")
@@ -176,7 +177,8 @@ def check_vs_float(out_dir: str | Path, outputs: list[np.ndarray], samples: list
     stats = vs_float(got, ref)
     warns = warnings_for(got, ref, stats, floor_db)
     qdq = runner.reference(out_dir, runner.float_samples(meta, samples))
-    return stats, warns + vs_qdq(out_dir, stats, qdq, ref, lsb or [], lsb_limit)
+    limits = [lsb_bound(out_dir, k, lsb_limit) for k in range(len(stats))]
+    return stats, warns + vs_qdq(stats, qdq, ref, lsb or [], limits)
 
 
 def _number(v: float) -> str:
