@@ -7,8 +7,24 @@ when reversed). Gates are in PyTorch's order (LSTM i, f, g, o; GRU r, z,
 n). Float ops run through PyTorch (torch.lstm & co. on one layer), so they
 are PyTorch's numerics.
 
-**LSTM at int8 and a16w8** is TensorFlow Lite's integer LSTM, as TFLite
-Micro's UNIDIRECTIONAL_SEQUENCE_LSTM evaluates it (lstm_eval.h) and
+**LSTM at int8 and a16w8** comes in two schemes. torchmcu's (the default,
+`--recurrent-weights per-channel`) is TFLite's below with three changes,
+each worth decibels on trained weights (silero-vad's LSTM: 3 dB on h and 5
+dB on c against float; tests/test_trained_lstm.py):
+
+- each weight row has its own scale (per output channel), so its own
+  multiplier into Q3.12 (an int32 [4, G*H] operand: gate_table);
+- a gate's input-side and hidden-side products are added before they are
+  saturated to int16 (TFLite saturates each first: a large product the
+  other side cancels was clipped);
+- the cell update sums f * c and i * g at 2^min(p, -12) and rounds once
+  into the int16 state; tanh reads the sum in Q3.12 before that rounding
+  (fine_cell).
+
+The GRU takes the same three (its n gate's sum xn + r * hn saturated once).
+CMSIS-NN's LSTM and the .tflite export take TFLite's scheme only
+(`--recurrent-weights per-gate`), which is TensorFlow Lite's integer LSTM,
+as TFLite Micro's UNIDIRECTIONAL_SEQUENCE_LSTM evaluates it (lstm_eval.h) and
 CMSIS-NN's arm_lstm_unidirectional_s8/_s16 do:
 
 - x and h int8 (asymmetric; a16w8: int16, zero point 0), each gate's input
