@@ -20,7 +20,9 @@ PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest sci
 # torchvision 0.28.0 is the release for torch 2.13.0, torchaudio 2.11.0 the newest (it
 # pins no torch); both are CUDA builds whose compiled ops do not load beside the CPU
 # torch: their model definitions import through torchmcu.frontend.compat.
-PIP_NODEPS := tosa-tools torchvision==0.28.0 torchaudio==2.11.0
+# silero-vad (with safetensors, which reads its weights) ships trained weights the
+# numerics tests use (tests/test_trained_lstm.py); its own dependencies are not needed.
+PIP_NODEPS := tosa-tools torchvision==0.28.0 torchaudio==2.11.0 silero-vad safetensors
 
 .PHONY: setup system demo test zoo fuzz bench pack clean
 

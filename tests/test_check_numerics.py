@@ -197,6 +197,22 @@ def test_sqnr_and_warnings() -> None:
     assert numerics.warnings_for(const, const, numerics.vs_float(const, const), 10.0) == []
 
 
+def test_warns_when_further_from_float_than_pytorchs_qdq_model() -> None:
+    ref = [np.linspace(-1, 1, 40).reshape(4, 10)]
+    qdq = [ref[0] + 0.001]  # 55.4 dB
+    for ours, lsb, found in ((ref[0] + 0.0011, [1.0], []),  # 0.8 dB below the q/dq model, 1 step from it
+                             (ref[0] + 0.002, [1.0], ["6.0 dB below PyTorch's q/dq model"]),
+                             (ref[0] + 0.0011, [9.0], ["9 LSB from PyTorch's q/dq model, past the bound of 8"]),
+                             (ref[0] + 0.0011, [None], [])):  # a float output: no steps
+        stats = numerics.vs_float([ours], ref)
+        got = numerics.vs_qdq(stats, qdq, ref, lsb, [8.0])
+        assert len(got) == len(found) and all(f in g for f, g in zip(found, got)), got
+        assert abs(stats[0]["qdq_sqnr_db"] - 55.45) < 0.01, stats
+    lines = "\n".join(numerics.check_lines({"passed": True, "first_mismatch": None, "reference": "torchmcu",
+                                             "max_abs_error": 0.0, "vs_float": stats}))
+    assert "(PyTorch's q/dq model: 55.5 dB)" in lines, lines
+
+
 def test_figures_print_as_numbers() -> None:
     assert numerics.lsb_text([1.0000000002], [0.0078]) == "1 LSB"
     text = numerics.lsb_text([0.0, None], [0.0, 2.5e-7])

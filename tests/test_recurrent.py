@@ -114,7 +114,8 @@ def test_program_exported_to_tflite_is_tflm_bit_for_bit(tmp_path):
     calib = [(torch.randn(9, 1, 6),) for _ in range(6)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        c = compile(model, calib[0], BOARD, tmp_path, quant="int8", calibration=calib, progress=False, tile=False)
+        c = compile(model, calib[0], BOARD, tmp_path, quant="int8", calibration=calib, progress=False, tile=False,
+                    recurrent_weights="per-gate")  # TFLite's scheme
     assert "LSTM_S8" in {op.code for op in c.graph.ops}
     tfl = export_tflite(c.pte)
     for (x,) in calib[:3]:
@@ -132,46 +133,45 @@ using namespace torchmcu::portable;
 #define X extern "C"
 
 static RecurrentShape shape(const int32_t* s) { return RecurrentShape{s[0], s[1], s[2], s[3], s[4] != 0}; }
-static GateQuant gates(const int32_t* q, int32_t G) {
-  GateQuant g{};
-  for (int32_t k = 0; k < G; ++k) {
-    g.x_multiplier[k] = q[k]; g.x_shift[k] = q[G + k];
-    g.h_multiplier[k] = q[2 * G + k]; g.h_shift[k] = q[3 * G + k];
-  }
-  return g;
+// q: per gate, G x multipliers, x shifts, h multipliers, h shifts; or, with
+// a table (int32 [4, G*H]), per row.
+static GateQuant gates(const int32_t* q, int32_t G, const int32_t* t, int32_t H) {
+  if (t != nullptr) return GateQuant{t, t + G * H, t + 2 * G * H, t + 3 * G * H, H, true};
+  return GateQuant{q, q + G, q + 2 * G, q + 3 * G, H, false};
 }
 // q: the 16 gate values, then forget, cell, output (multiplier, shift), output_offset, power, clip.
-static LstmQuant lstm_q(const int32_t* q) {
+static LstmQuant lstm_q(const int32_t* q, const int32_t* t, int32_t H) {
   LstmQuant l{};
-  l.gates = gates(q, 4);
+  l.gates = gates(q, 4, t, H);
   l.forget_multiplier = q[16]; l.forget_shift = q[17]; l.cell_multiplier = q[18]; l.cell_shift = q[19];
   l.output_multiplier = q[20]; l.output_shift = q[21]; l.output_offset = q[22]; l.cell_scale_power = q[23];
   l.cell_clip = q[24];
   return l;
 }
 X void k_lstm_s8(const int8_t* x, const int8_t* wi, const int8_t* wh, const int32_t* b, const int8_t* h0,
-                 const int16_t* c0, int8_t* y, int16_t* c, const int32_t* s, const int32_t* q) {
-  lstm_s8(x, wi, wh, b, h0, c0, y, c, shape(s), lstm_q(q));
+                 const int16_t* c0, int8_t* y, int16_t* c, const int32_t* s, const int32_t* q, const int32_t* t) {
+  lstm_s8(x, wi, wh, b, h0, c0, y, c, shape(s), lstm_q(q, t, s[3]));
 }
 X void k_lstm_s16(const int16_t* x, const int8_t* wi, const int8_t* wh, const int64_t* b, const int16_t* h0,
-                  const int16_t* c0, int16_t* y, int16_t* c, const int32_t* s, const int32_t* q) {
-  lstm_s16(x, wi, wh, b, h0, c0, y, c, shape(s), lstm_q(q));
+                  const int16_t* c0, int16_t* y, int16_t* c, const int32_t* s, const int32_t* q,
+                  const int32_t* t) {
+  lstm_s16(x, wi, wh, b, h0, c0, y, c, shape(s), lstm_q(q, t, s[3]));
 }
 // q: the 12 gate values, then rh, blend_n, blend_h (multiplier, shift), output_offset.
-static GruQuant gru_q(const int32_t* q) {
+static GruQuant gru_q(const int32_t* q, const int32_t* t, int32_t H) {
   GruQuant g{};
-  g.gates = gates(q, 3);
+  g.gates = gates(q, 3, t, H);
   g.rh_multiplier = q[12]; g.rh_shift = q[13]; g.blend_n_multiplier = q[14]; g.blend_n_shift = q[15];
   g.blend_h_multiplier = q[16]; g.blend_h_shift = q[17]; g.output_offset = q[18];
   return g;
 }
 X void k_gru_s8(const int8_t* x, const int8_t* wi, const int8_t* wh, const int32_t* b, const int8_t* h0,
-                int8_t* y, const int32_t* s, const int32_t* q) {
-  gru_s8(x, wi, wh, b, h0, y, shape(s), gru_q(q));
+                int8_t* y, const int32_t* s, const int32_t* q, const int32_t* t) {
+  gru_s8(x, wi, wh, b, h0, y, shape(s), gru_q(q, t, s[3]));
 }
 X void k_gru_s16(const int16_t* x, const int8_t* wi, const int8_t* wh, const int64_t* b, const int16_t* h0,
-                 int16_t* y, const int32_t* s, const int32_t* q) {
-  gru_s16(x, wi, wh, b, h0, y, shape(s), gru_q(q));
+                 int16_t* y, const int32_t* s, const int32_t* q, const int32_t* t) {
+  gru_s16(x, wi, wh, b, h0, y, shape(s), gru_q(q, t, s[3]));
 }
 X void k_rnn_s8(const int8_t* x, const int8_t* wi, const int8_t* wh, const int32_t* b, const int8_t* h0,
                 int8_t* y, const int32_t* s, const int32_t* q) {
@@ -205,8 +205,10 @@ def _p(a: np.ndarray | None) -> ctypes.c_void_p:
     return ctypes.c_void_p(0) if a is None else a.ctypes.data_as(ctypes.c_void_p)
 
 
-def _random_case(g, kind: str, wide: bool = False, loud: bool = False):
-    """Random weights and scales; `loud` multipliers drive the gates into saturation."""
+def _random_case(g, kind: str, wide: bool = False, loud: bool = False, per_row: bool = False):
+    """Random weights and scales; `loud` multipliers drive the gates into
+    saturation; per_row: one requantization per weight row (torchmcu's
+    scheme: the gate_q vectors hold G * H entries)."""
     G = {"lstm": 4, "gru": 3, "rnn": 1}[kind]
     T, B, I, H = int(g.integers(1, 5)), int(g.integers(1, 4)), int(g.integers(1, 9)), int(g.integers(1, 9))
     qi = g.integers(-127, 128, (G * H, I)).astype(np.int8)
@@ -218,32 +220,36 @@ def _random_case(g, kind: str, wide: bool = False, loud: bool = False):
     span = 2 ** 40 if wide else 2 ** 20
     bias = g.integers(-span, span, (2, G * H)).astype(np.int64)
     scale = 1e-1 if loud else 1e-3 if wide else 1e-2
-    mult = [R.quantize_multiplier(v) for v in np.exp(g.uniform(np.log(scale / 30), np.log(scale), 4 * G))]
-    gate_q = dict(x_multiplier=[m for m, _ in mult[:G]], x_shift=[s for _, s in mult[:G]],
-                  h_multiplier=[m for m, _ in mult[G:2 * G]], h_shift=[s for _, s in mult[G:2 * G]])
+    n = G * H if per_row else G
+    mult = [R.quantize_multiplier(v) for v in np.exp(g.uniform(np.log(scale / 30), np.log(scale), 2 * n))]
+    gate_q = dict(x_multiplier=[m for m, _ in mult[:n]], x_shift=[s for _, s in mult[:n]],
+                  h_multiplier=[m for m, _ in mult[n:]], h_shift=[s for _, s in mult[n:]])
     return T, B, I, H, qi, qh, x, h0, zp, bias, gate_q
 
 
+@pytest.mark.parametrize("per_row", [False, True], ids=["per-gate", "per-row"])
 @pytest.mark.parametrize("wide", [False, True], ids=["s8", "s16"])
 @pytest.mark.parametrize("seed", range(12))
-def test_lstm_kernel_is_the_reference(lib, seed, wide):
-    g = np.random.default_rng(seed)
-    T, B, I, H, qi, qh, x, h0, zp, bias, gq = _random_case(g, "lstm", wide, loud=seed % 3 == 0)
-    power = int(g.integers(-15, -7))
+def test_lstm_kernel_is_the_reference(lib, seed, wide, per_row):
+    g = np.random.default_rng(seed + 1000 * per_row)
+    T, B, I, H, qi, qh, x, h0, zp, bias, gq = _random_case(g, "lstm", wide, loud=seed % 3 == 0, per_row=per_row)
+    power = int(g.integers(-15, 3 if per_row else -7))
     p = R.lstm_params(1.0, 0, np.ones(4), 2.0 ** -7, zp, np.ones(4), power, reverse=bool(seed % 2))
     p.update(gq, cell_clip=int(g.integers(100, 30000)) if seed % 4 == 1 else 0)
+    t = R.gate_table(p) if per_row else None
     c0 = None if seed % 5 == 0 else g.integers(-32768, 32768, (B, H)).astype(np.int16)
     if not wide:
         bias = np.clip(bias, -2 ** 24, 2 ** 24)
-    y_ref, c_ref = R.lstm_int(x, qi, qh, bias, h0, c0, p, wide=wide)
+    y_ref, c_ref = R.lstm_int(x, qi, qh, bias, h0, c0, p, wide=wide, table=t)
     y, c = np.zeros_like(y_ref), np.zeros((B, H), np.int16)
-    q = np.array([*p["x_multiplier"], *p["x_shift"], *p["h_multiplier"], *p["h_shift"], p["forget_multiplier"],
+    gv = [0] * 16 if per_row else [*p["x_multiplier"], *p["x_shift"], *p["h_multiplier"], *p["h_shift"]]
+    q = np.array([*gv, p["forget_multiplier"],
                   p["forget_shift"], p["cell_multiplier"], p["cell_shift"], p["output_multiplier"],
                   p["output_shift"], zp, power, p["cell_clip"]], np.int32)
     s = np.array([T, B, I, H, int(p["reverse"])], np.int32)
     b = bias.astype(np.int64 if wide else np.int32)
     fn = lib.k_lstm_s16 if wide else lib.k_lstm_s8
-    fn(_p(x), _p(qi), _p(qh), _p(b), _p(h0), _p(c0), _p(y), _p(c), _p(s), _p(q))
+    fn(_p(x), _p(qi), _p(qh), _p(b), _p(h0), _p(c0), _p(y), _p(c), _p(s), _p(q), _p(t))
     np.testing.assert_array_equal(y, y_ref)
     np.testing.assert_array_equal(c, c_ref)
 
@@ -252,18 +258,21 @@ def test_lstm_kernel_is_the_reference(lib, seed, wide):
 @pytest.mark.parametrize("seed", range(10))
 def test_gru_and_rnn_kernels_are_the_reference(lib, seed, wide):
     g = np.random.default_rng(100 + seed)
-    T, B, I, H, qi, qh, x, h0, zp, bias, gq = _random_case(g, "gru", wide, loud=seed % 3 == 0)
+    per_row = seed % 2 == 1
+    T, B, I, H, qi, qh, x, h0, zp, bias, gq = _random_case(g, "gru", wide, loud=seed % 3 == 0, per_row=per_row)
     bias = bias if wide else np.clip(bias, -2 ** 24, 2 ** 24)
-    p = R.gru_params(1.0, 0, np.ones(3), 2.0 ** -7, zp, np.ones(3), reverse=bool(seed % 2))
+    p = R.gru_params(1.0, 0, np.ones(3), 2.0 ** -7, zp, np.ones(3), reverse=bool(seed % 4 >= 2))
     p.update(gq)
-    y_ref = R.gru_int(x, qi, qh, bias, h0, p, wide=wide)
+    t = R.gate_table(p) if per_row else None
+    y_ref = R.gru_int(x, qi, qh, bias, h0, p, wide=wide, table=t)
     y = np.zeros_like(y_ref)
-    q = np.array([*p["x_multiplier"], *p["x_shift"], *p["h_multiplier"], *p["h_shift"], p["rh_multiplier"],
+    gv = [0] * 12 if per_row else [*p["x_multiplier"], *p["x_shift"], *p["h_multiplier"], *p["h_shift"]]
+    q = np.array([*gv, p["rh_multiplier"],
                   p["rh_shift"], p["blend_n_multiplier"], p["blend_n_shift"], p["blend_h_multiplier"],
                   p["blend_h_shift"], zp], np.int32)
     s = np.array([T, B, I, H, int(p["reverse"])], np.int32)
     b = bias.astype(np.int64 if wide else np.int32)
-    (lib.k_gru_s16 if wide else lib.k_gru_s8)(_p(x), _p(qi), _p(qh), _p(b), _p(h0), _p(y), _p(s), _p(q))
+    (lib.k_gru_s16 if wide else lib.k_gru_s8)(_p(x), _p(qi), _p(qh), _p(b), _p(h0), _p(y), _p(s), _p(q), _p(t))
     np.testing.assert_array_equal(y, y_ref)
 
     T, B, I, H, qi, qh, x, h0, zp, bias, gq = _random_case(g, "rnn", wide, loud=seed % 3 == 0)

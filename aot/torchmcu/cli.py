@@ -63,7 +63,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 copy_hot_weights=args.copy_hot_weights,
                 symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends,
                 io_layout=args.io_layout, stack=None if args.stack is None else _bytes(args.stack),
-                state=_state(args.state), strict=args.strict, crc=args.crc)
+                state=_state(args.state), strict=args.strict, crc=args.crc,
+                recurrent_weights=args.recurrent_weights)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     print((c.out_dir / "report.txt").read_text())
     print(f"wrote {c.out_dir}/ ({args.symbol}.h/.cc: the C API; model.pte, model_pte.c/.h, model_arenas.c/.h, "
@@ -280,8 +281,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             result["check"]["max_lsb_vs_pytorch_qdq"] = [lsb for _, lsb in errors]  # None: a float output
             result["check"]["max_abs_error_vs_pytorch_qdq"] = [e for e, _ in errors]
             floor = numerics.DEFAULT_SQNR_FLOOR_DB if args.sqnr_floor is None else args.sqnr_floor
-            stats, warns = numerics.check_vs_float(args.dir, res.outputs, samples, floor)
-            result["check"].update(vs_float=stats, sqnr_floor_db=floor, warnings=warns)
+            stats, warns = numerics.check_vs_float(args.dir, res.outputs, samples, floor, [lsb for _, lsb in errors],
+                                                   numerics.QDQ_LSB_BOUND if args.qdq_lsb is None else args.qdq_lsb)
+            result["check"].update(vs_float=stats, sqnr_floor_db=floor, qdq_margin_db=numerics.QDQ_MARGIN_DB,
+                                   warnings=warns)
             for w in warns:
                 print(f"torchmcu: warning: {w}", file=sys.stderr)
             if warns and args.strict:
@@ -482,6 +485,10 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("--crc", action="store_true",
                    help="write a CRC32 of the program into it; the runtime checks it when it loads the program "
                         "and refuses a corrupted or half-flashed one (ChecksumMismatch)")
+    c.add_argument("--recurrent-weights", choices=("per-channel", "per-gate"), default="per-channel",
+                   help="an int8/a16w8 LSTM's or GRU's weights: one scale per row (per-channel, the default: closer "
+                        "to float on trained weights) or per gate (TFLite's scheme: needed to export the LSTM to "
+                        ".tflite, and for CMSIS-NN's LSTM kernel to run it)")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")
@@ -521,11 +528,16 @@ def make_parser() -> argparse.ArgumentParser:
                         "Default: the example inputs")
     r.add_argument("--check", action="store_true",
                    help="compare with the reference (exit 1 on a mismatch); a quantized program also with the "
-                        "float model: SQNR and max abs error per output, warnings for a constant output or an "
-                        "SQNR below --sqnr-floor")
+                        "float model and PyTorch's q/dq model: SQNR and max abs error per output, warnings for a "
+                        "constant output, an SQNR below --sqnr-floor, or one further from float than the q/dq "
+                        "model's (1 dB, --qdq-lsb)")
     r.add_argument("--strict", action="store_true", help="--check, and its numerics warnings fail it (exit 1)")
     r.add_argument("--sqnr-floor", type=float, metavar="DB",
                    help="warn when an output's SQNR against the float model is below DB (default 10)")
+    r.add_argument("--qdq-lsb", type=float, metavar="N",
+                   help="warn when an output differs from PyTorch's q/dq model by more than N steps of int8 "
+                        "(x256 for an int16 output; default 8); an output more than 1 dB below the q/dq model's "
+                        "SQNR against float is warned of too")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--profile", action="store_true", help="print instructions per op, costliest first, and write DIR/profile.json")
     r.add_argument("--timeout", type=float, help="seconds before the simulator is stopped (default 300); with "

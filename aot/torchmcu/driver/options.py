@@ -13,6 +13,11 @@ from ..program.c_api import check_api_symbol
 
 QUANT_SCHEMES = ("float32", "int8", "int4", "a16w8")  # int4: W4A8; a16w8: int16 activations (lower_s16.py)
 QUANTIZED = ("int8", "int4", "a16w8")
+# How an integer LSTM's or GRU's weights are quantized (frontend/recurrent.py):
+# per-channel, one scale per row (torchmcu's scheme, the default: 4-6 dB
+# closer to float on trained weights), or per-gate, one per gate's matrix
+# (TFLite's scheme: what a .tflite export and CMSIS-NN's LSTM take).
+RECURRENT_WEIGHTS = ("per-channel", "per-gate")
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class CompileOptions:
     state: int | list[tuple[int, int]] | None = None  # a streaming model's state
     strict: bool = False  # calibration warnings are errors
     crc: bool = False  # the program carries a CRC32 of its bytes
+    recurrent_weights: str = "per-channel"  # RECURRENT_WEIGHTS
 
     def __post_init__(self) -> None:
         try:
@@ -52,6 +58,9 @@ class CompileOptions:
             raise CompileError(f"io_layout={self.io_layout!r}: choose one of {', '.join(IO_LAYOUTS)}")
         if self.stack is not None and (self.stack <= 0 or self.stack % 8):
             raise CompileError(f"stack={self.stack}: a positive number of bytes, a multiple of 8")
+        if self.recurrent_weights not in RECURRENT_WEIGHTS:
+            raise CompileError(f"recurrent_weights={self.recurrent_weights!r}: choose one of "
+                               f"{', '.join(RECURRENT_WEIGHTS)}")
         if self.quant not in QUANT_SCHEMES:
             raise CompileError(f"unknown quantization scheme {self.quant!r}; choose one of {', '.join(QUANT_SCHEMES)}")
         if self.precision and self.quant == "float32":

@@ -159,7 +159,8 @@ def _quantize(ctx: Context) -> None:
     if not is_quantized(ctx.model):  # else: quantized by the user (QAT), taken as it is
         ctx.model = quantize(ctx.model, ctx.example_inputs, o.calibration, progress=o.progress,
                              weights="int8" if o.quant == "a16w8" else o.quant,
-                             activations="int16" if o.quant == "a16w8" else "int8", precision=precision)
+                             activations="int16" if o.quant == "a16w8" else "int8", precision=precision,
+                             recurrent_weights=o.recurrent_weights)
     found = ranges.range_warnings(ctx.model)
     if o.strict and found:
         raise CompileError(f"{len(found)} calibration warning(s), an error with --strict; the first: {found[0]}")

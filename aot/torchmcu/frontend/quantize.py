@@ -378,9 +378,12 @@ def _progress(i: int, n: int, t0: float) -> None:
 
 def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], calibration: Any = None,
              progress: bool = True, weights: str = "int8", activations: str = "int8",
-             precision: dict[str, str] | None = None) -> torch.fx.GraphModule:
+             precision: dict[str, str] | None = None, recurrent_weights: str = "per-channel") -> torch.fx.GraphModule:
     """PTQ with torchao's prepare_pt2e / convert_pt2e: the q/dq model, which is
-    also PyTorch's own reference for the quantized numerics."""
+    also PyTorch's own reference for the quantized numerics. Recurrent
+    layers' weights, which PT2E cannot see inside aten.lstm & co., are
+    quantized and dequantized in it as lowering will quantize them
+    (recurrent.fake_quantize_weights)."""
     _quiet_torchao()
     from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
 
@@ -406,6 +409,8 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     ranges.refuse_non_finite(found)
     ranges.announce(found, progress)
     converted = convert(prepared)
+    if has_recurrent:
+        recurrent.fake_quantize_weights(converted, per_row=recurrent_weights == "per-channel")
     ranges.attach(converted, float_program, found)
     return converted
 

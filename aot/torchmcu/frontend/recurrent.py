@@ -19,8 +19,13 @@ quantizations:
 - the LSTM's cell state: int16 at one power-of-two scale per op, the
   smallest that holds the largest |c| (never below +-1): its c0 input and
   c_n output;
-- the weights stay float in the q/dq graph: lowering quantizes each gate's
-  matrix per tensor, as TFLite's converter does.
+- the weights: int8, symmetric, one scale per row (per output channel, the
+  default) or per gate's matrix (TFLite's scheme, --recurrent-weights
+  per-gate). PT2E cannot annotate them (they sit in a list argument), so
+  `fake_quantize_weights` quantizes and dequantizes them in the q/dq graph
+  itself, exactly as lowering will (reference.recurrent.quantize_gates):
+  PyTorch's q/dq model then computes with the firmware's weights, and
+  `run --check` compares like with like.
 
 Ops that consume a recurrent output share its quantization (no second
 observer on the edge), so no requantization sits between them.
@@ -33,6 +38,7 @@ import operator
 import warnings
 from typing import Any
 
+import numpy as np
 import torch
 from torch.fx import Node
 
@@ -230,8 +236,9 @@ def annotate(n: Node, act: Any, mark: Any) -> bool:
     hx = n.args[1]
     hx = list(hx) if isinstance(hx, (list, tuple)) else [hx]
     inputs = {x: act}
-    for k, h in enumerate(hx):  # activations only (not aten.zeros: a constant initial state)
-        if isinstance(h, Node) and isinstance(h.meta.get("val"), torch.Tensor) and h.all_input_nodes:
+    for k, h in enumerate(hx):  # model inputs and activations (not aten.zeros: a constant initial state)
+        if (isinstance(h, Node) and isinstance(h.meta.get("val"), torch.Tensor)
+                and (h.all_input_nodes or h.op == "placeholder")):
             inputs[h] = cspec if (lstm and k == 1) else hspec
     cell = n.target in CELLS
     if cell and not lstm:  # gru_cell / rnn_*_cell return h' itself
@@ -269,3 +276,55 @@ def share_consumers(gm: torch.fx.GraphModule) -> None:
             src = root[0] if isinstance(root, tuple) else root
             if src in fixed:
                 fixed.add(n)
+
+
+def _owner(gm: torch.nn.Module, target: str) -> tuple[torch.nn.Module, str]:
+    *path, name = target.split(".")
+    mod = gm
+    for p in path:
+        mod = getattr(mod, p)
+    return mod, name
+
+
+def _weights(n: Node) -> list[tuple[Node, int]]:
+    """A recurrent op's weight matrices (get_attr nodes) and their gates."""
+    kind = TARGETS[n.target]
+    g = gates(kind)
+    if n.target in CELLS:
+        mats = [n.args[2], n.args[3]]
+    else:
+        params, has_biases, num_layers, bidirectional = n.args[2], n.args[3], n.args[4], n.args[7]
+        try:
+            layers = unpack(list(params), has_biases, num_layers, bidirectional)
+        except ValueError:
+            return []  # refused in lowering (projections)
+        mats = [m for w_ih, w_hh, _, _ in layers for m in (w_ih, w_hh)]
+    return [(m, g) for m in mats if isinstance(m, Node) and m.op == "get_attr"]
+
+
+def fake_quantize_weights(gm: torch.fx.GraphModule, per_row: bool) -> int:
+    """Replaces every annotated recurrent op's weight matrices in the q/dq
+    model `gm` by their int8 values times their scales (per row, or per
+    gate), as lowering quantizes them, and records the scheme in the op's
+    meta (q["weights"]: "row" or "gate"). New tensors: the user's model and
+    the saved float model keep theirs. Returns how many matrices."""
+    from ..reference.recurrent import quantize_gates
+
+    count = 0
+    for n in gm.graph.nodes:
+        meta = (n.meta.get("custom") or {}).get(META) if n.op == "call_function" else None
+        if meta is None or n.target not in TARGETS or "q" not in meta:
+            continue
+        meta["q"]["weights"] = "row" if per_row else "gate"
+        for m, g in _weights(n):
+            owner, name = _owner(gm, m.target)
+            w = getattr(owner, name)
+            q, scales = quantize_gates(w.detach().numpy(), g, per_row=per_row)
+            rows = scales if per_row else np.repeat(scales, w.shape[0] // g)
+            fake = torch.from_numpy((q.astype(np.float64) * rows[:, None]).astype(np.float32))
+            if isinstance(w, torch.nn.Parameter):
+                setattr(owner, name, torch.nn.Parameter(fake, requires_grad=False))
+            else:
+                setattr(owner, name, fake)
+            count += 1
+    return count

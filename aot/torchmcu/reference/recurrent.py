@@ -7,8 +7,24 @@ when reversed). Gates are in PyTorch's order (LSTM i, f, g, o; GRU r, z,
 n). Float ops run through PyTorch (torch.lstm & co. on one layer), so they
 are PyTorch's numerics.
 
-**LSTM at int8 and a16w8** is TensorFlow Lite's integer LSTM, as TFLite
-Micro's UNIDIRECTIONAL_SEQUENCE_LSTM evaluates it (lstm_eval.h) and
+**LSTM at int8 and a16w8** comes in two schemes. torchmcu's (the default,
+`--recurrent-weights per-channel`) is TFLite's below with three changes,
+each worth decibels on trained weights (silero-vad's LSTM: 3 dB on h and 5
+dB on c against float; tests/test_trained_lstm.py):
+
+- each weight row has its own scale (per output channel), so its own
+  multiplier into Q3.12 (an int32 [4, G*H] operand: gate_table);
+- a gate's input-side and hidden-side products are added before they are
+  saturated to int16 (TFLite saturates each first: a large product the
+  other side cancels was clipped);
+- the cell update sums f * c and i * g at 2^min(p, -12) and rounds once
+  into the int16 state; tanh reads the sum in Q3.12 before that rounding
+  (fine_cell).
+
+The GRU takes the same three (its n gate's sum xn + r * hn saturated once).
+CMSIS-NN's LSTM and the .tflite export take TFLite's scheme only
+(`--recurrent-weights per-gate`), which is TensorFlow Lite's integer LSTM,
+as TFLite Micro's UNIDIRECTIONAL_SEQUENCE_LSTM evaluates it (lstm_eval.h) and
 CMSIS-NN's arm_lstm_unidirectional_s8/_s16 do:
 
 - x and h int8 (asymmetric; a16w8: int16, zero point 0), each gate's input
@@ -140,7 +156,7 @@ def _mult(real: float) -> tuple[int, int]:
 
 
 def gate_multipliers(s_in: float, s_w: np.ndarray) -> tuple[list[int], list[int]]:
-    """Per gate, QuantizeMultiplier(s_in * s_w / 2^-12): TFLM's
+    """Per gate (or per row), QuantizeMultiplier(s_in * s_w / 2^-12): TFLM's
     CalculateOpDataFullyConnected of a gate's product into Q3.12."""
     pairs = [_mult(_f32(s_in) * _f32(s) / GATE_SCALE) for s in np.atleast_1d(s_w)]
     return [m for m, _ in pairs], [s for _, s in pairs]
@@ -154,7 +170,8 @@ def _inter(s1: float, s2: float, s_out: float) -> tuple[int, int]:
 def lstm_params(s_x: float, zp_x: int, s_wx: np.ndarray, s_h: float, zp_h: int, s_wh: np.ndarray,
                 cell_power: int, reverse: bool = False) -> dict[str, Any]:
     """QuantLstmParams (schema/program.fbs) as TFLM's
-    PrepareGateParametersInteger computes them from the tensors' scales."""
+    PrepareGateParametersInteger computes them from the tensors' scales
+    (per-row scales give per-row multipliers: see gate_table)."""
     xm, xs = gate_multipliers(s_x, s_wx)
     hm, hs = gate_multipliers(s_h, s_wh)
     s_c = 2.0 ** cell_power
@@ -198,11 +215,12 @@ def rnn_params(s_x: float, zp_x: int, s_wx: float, s_h: float, zp_h: int, s_wh: 
                 h_shift=hs, output_multiplier=om, output_shift=os_, output_offset=int(zp_h), input_offset=-int(zp_x))
 
 
-def quantize_gates(w: np.ndarray, gates: int) -> tuple[np.ndarray, np.ndarray]:
-    """Weights [gates * H, K] as int8, symmetric per gate (-127..127, as
-    TFLite's converter quantizes an LSTM's weight tensors): (values, scales)."""
+def quantize_gates(w: np.ndarray, gates: int, per_row: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Weights [gates * H, K] as int8, symmetric (-127..127) per gate (as
+    TFLite's converter quantizes an LSTM's weight tensors) or, per_row, per
+    row (per output channel): (values, scales: one per gate or per row)."""
     w = np.asarray(w, dtype=np.float32)
-    blocks = np.split(w, gates, axis=0)
+    blocks = np.split(w, w.shape[0] if per_row else gates, axis=0)
     scales = np.array([max(float(np.abs(b).max(initial=0.0)), 1e-8) / 127.0 for b in blocks], np.float64)
     q = [np.clip(np.round(b.astype(np.float64) / np.float32(s)), -127, 127) for b, s in zip(blocks, scales)]
     return np.concatenate(q).astype(np.int8), scales.astype(np.float32).astype(np.float64)
@@ -210,7 +228,8 @@ def quantize_gates(w: np.ndarray, gates: int) -> tuple[np.ndarray, np.ndarray]:
 
 def quantize_bias(b: np.ndarray | None, s_in: float, s_w: np.ndarray, hidden: int, bits: int = 32) -> np.ndarray:
     """A bias [gates * H] at s_in * s_w[gate] (int64 values; int32 range at
-    bits 32, as TFLite's converter; a16w8's bias is int64)."""
+    bits 32, as TFLite's converter; a16w8's bias is int64). Per-row scales
+    (s_w of gates * H entries) with hidden 1."""
     gates = len(s_w)
     if b is None:
         return np.zeros(gates * hidden, np.int64)
@@ -222,12 +241,35 @@ def quantize_bias(b: np.ndarray | None, s_in: float, s_w: np.ndarray, hidden: in
 # ---- integer kernels
 
 
-def _fc(v: np.ndarray, w: np.ndarray, bias: np.ndarray, m: int, s: int, wide: bool) -> np.ndarray:
+def gate_table(p: dict[str, Any]) -> np.ndarray:
+    """The per-row requantization operand (int32 [4, G*H]: x multipliers, x
+    shifts, h multipliers, h shifts) of params whose gate vectors hold one
+    entry per row; the params' vectors are emptied (the kernel's layout:
+    firmware/kernels/portable/recurrent/ops_recurrent.cc gates_ok)."""
+    keys = ("x_multiplier", "x_shift", "h_multiplier", "h_shift")
+    table = np.array([p[k] for k in keys], np.int64).astype(np.int32)
+    for k in keys:
+        p[k] = []
+    return table
+
+
+def _gate_q(p: dict[str, Any], table: np.ndarray | None, which: str, g: int, H: int) -> tuple[Any, Any]:
+    """Gate g's multiplier and shift for the input ("x") or hidden ("h")
+    side: scalars (per gate), or [H] vectors from the per-row table."""
+    if table is None:
+        return p[f"{which}_multiplier"][g], p[f"{which}_shift"][g]
+    k = 0 if which == "x" else 2
+    t = np.asarray(table, np.int64).reshape(4, -1)
+    return t[k, g * H:(g + 1) * H], t[k + 1, g * H:(g + 1) * H]
+
+
+def _fc(v: np.ndarray, w: np.ndarray, bias: np.ndarray, m: int, s: int, wide: bool, sat: bool = True) -> np.ndarray:
     """One gate's product v [B, K] @ w [H, K]^T + bias, requantized to int16
-    (saturated): TFLite's FullyConnected into an int16 output."""
+    (saturated): TFLite's FullyConnected into an int16 output; not
+    saturated with sat False (torchmcu's scheme saturates the gate's sum)."""
     acc = np.asarray(v, np.int64) @ np.asarray(w, np.int64).T + bias
     r = requantize_s64(acc, m, s) if wide else requantize(_check32(acc), m, s)
-    return _sat16(r)
+    return _sat16(r) if sat else r
 
 
 def _check32(acc: np.ndarray) -> np.ndarray:
@@ -240,10 +282,32 @@ def _steps(time_steps: int, reverse: bool) -> range:
     return range(time_steps - 1, -1, -1) if reverse else range(time_steps)
 
 
+def _round_shift(v: np.ndarray, s: int) -> np.ndarray:
+    """(v + 2^(s-1)) >> s for s > 0, v for s <= 0."""
+    v = np.asarray(v, np.int64)
+    return (v + (np.int64(1) << (s - 1))) >> s if s > 0 else v
+
+
+def fine_cell(f: np.ndarray, c: np.ndarray, i: np.ndarray, g: np.ndarray, power: int,
+              clip: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """torchmcu's LSTM cell update (per-row weights): c' = f c + i g summed at
+    2^e, the finer of the state's scale 2^power and Q3.12 (e = min(power,
+    -12)), then rounded once into the int16 state; tanh reads c' in Q3.12
+    before that rounding. (new state, c' in Q3.12). f, i, g: Q0.15."""
+    e = min(power, -12)
+    v = _round_shift(np.asarray(f, np.int64) * c, 15 + e - power) + _round_shift(np.asarray(i, np.int64) * g, 30 + e)
+    if clip > 0:
+        lim = clip << (power - e)
+        v = np.clip(v, -lim, lim)
+    return _sat16(_round_shift(v, power - e)), _sat16(_round_shift(v, -12 - e))
+
+
 def lstm_int(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray, h0: np.ndarray | None,
-             c0: np.ndarray | None, p: dict[str, Any], wide: bool = False) -> tuple[np.ndarray, np.ndarray]:
+             c0: np.ndarray | None, p: dict[str, Any], wide: bool = False,
+             table: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """LSTM_S8 (wide: LSTM_S16): y [T, B, H] and the final cell state c [B,
-    H]. bias: [2, 4H] (input side, hidden side), offsets folded in."""
+    H]. bias: [2, 4H] (input side, hidden side), offsets folded in; table:
+    the per-row requantization (gate_table), or None (per gate)."""
     x = np.asarray(x, np.int64)
     T, B, _ = x.shape
     H = w_hh.shape[1]
@@ -256,29 +320,35 @@ def lstm_int(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray
 
     def gate(g: int, xt: np.ndarray, act: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         rows = slice(g * H, (g + 1) * H)
-        gx = _fc(xt, w_ih[rows], bias[0, rows], p["x_multiplier"][g], p["x_shift"][g], wide)
-        gh = _fc(h, w_hh[rows], bias[1, rows], p["h_multiplier"][g], p["h_shift"][g], wide)
+        per_gate = table is None  # TFLite's scheme: each side saturated (see _gate_q)
+        gx = _fc(xt, w_ih[rows], bias[0, rows], *_gate_q(p, table, "x", g, H), wide, per_gate)
+        gh = _fc(h, w_hh[rows], bias[1, rows], *_gate_q(p, table, "h", g, H), wide, per_gate)
         return act(_sat16(gx + gh)).astype(np.int64)
 
     clip = int(p.get("cell_clip", 0))
+    power = int(p["cell_scale_power"])
     for step in _steps(T, p.get("reverse", False)):
         xt = x[step]
         f = gate(1, xt, sigmoid_s16)
-        c = _sat16(requantize(f * c, p["forget_multiplier"], p["forget_shift"]))
         i = gate(0, xt, sigmoid_s16)
         g = gate(2, xt, tanh_s16)
-        c = _sat16(c + _sat16(requantize(i * g, p["cell_multiplier"], p["cell_shift"])))
-        if clip > 0:
-            c = np.clip(c, -clip, clip)
+        if table is not None:  # torchmcu's scheme: fine_cell
+            c, c312 = fine_cell(f, c, i, g, power, clip)
+            tc = tanh_s16(c312).astype(np.int64)
+        else:  # TFLite's
+            c = _sat16(requantize(f * c, p["forget_multiplier"], p["forget_shift"]))
+            c = _sat16(c + _sat16(requantize(i * g, p["cell_multiplier"], p["cell_shift"])))
+            if clip > 0:
+                c = np.clip(c, -clip, clip)
+            tc = tanh_s16(c, power + 12).astype(np.int64)
         o = gate(3, xt, sigmoid_s16)
-        tc = tanh_s16(c, p["cell_scale_power"] + 12).astype(np.int64)
         h = np.clip(zp_h + requantize(tc * o, p["output_multiplier"], p["output_shift"]), lo, hi)
         y[step] = h
     return y, c.astype(np.int16)
 
 
 def gru_int(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray, h0: np.ndarray | None,
-            p: dict[str, Any], wide: bool = False) -> np.ndarray:
+            p: dict[str, Any], wide: bool = False, table: np.ndarray | None = None) -> np.ndarray:
     """GRU_S8 (wide: GRU_S16): y [T, B, H]. bias: [2, 3H] (input side;
     hidden side with the n gate's b_hn), offsets folded in."""
     x = np.asarray(x, np.int64)
@@ -292,13 +362,13 @@ def gru_int(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray,
 
     def side(g: int, v: np.ndarray, w: np.ndarray, row: int, which: str) -> np.ndarray:
         rows = slice(g * H, (g + 1) * H)
-        return _fc(v, w[rows], bias[row, rows], p[f"{which}_multiplier"][g], p[f"{which}_shift"][g], wide)
+        return _fc(v, w[rows], bias[row, rows], *_gate_q(p, table, which, g, H), wide, table is None)
 
     for step in _steps(T, p.get("reverse", False)):
         xt = x[step]
         r = sigmoid_s16(_sat16(side(0, xt, w_ih, 0, "x") + side(0, h, w_hh, 1, "h"))).astype(np.int64)
         z = sigmoid_s16(_sat16(side(1, xt, w_ih, 0, "x") + side(1, h, w_hh, 1, "h"))).astype(np.int64)
-        hn = side(2, h, w_hh, 1, "h")
+        hn = _sat16(side(2, h, w_hh, 1, "h"))
         rhn = _sat16(requantize(r * hn, p["rh_multiplier"], p["rh_shift"]))
         n = tanh_s16(_sat16(side(2, xt, w_ih, 0, "x") + rhn)).astype(np.int64)
         blend = (requantize((32768 - z) * n, p["blend_n_multiplier"], p["blend_n_shift"])
@@ -390,11 +460,11 @@ OPS: dict[str, Callable[[list, dict, list], Any]] = {
     "GRU_F32": lambda a, p, outs: gru_f32(a[0], a[1], a[2], _gru_bias(a), _opt(a, 4), p.get("reverse", False)),
     "RNN_F32": lambda a, p, outs: rnn_f32(a[0], a[1], a[2], _opt(a, 3), _opt(a, 4), p.get("activation", 0),
                                           p.get("reverse", False)),
-    "LSTM_S8": lambda a, p, outs: lstm_int(a[0], a[1], a[2], a[3], a[4], a[5], p),
-    "LSTM_S16": lambda a, p, outs: lstm_int(a[0], a[1], a[2], a[3], a[4], a[5], p, wide=True),
-    "GRU_S8": lambda a, p, outs: gru_int(a[0], a[1], a[2], a[3], a[4], p),
+    "LSTM_S8": lambda a, p, outs: lstm_int(a[0], a[1], a[2], a[3], a[4], a[5], p, table=_opt(a, 7)),
+    "LSTM_S16": lambda a, p, outs: lstm_int(a[0], a[1], a[2], a[3], a[4], a[5], p, wide=True, table=_opt(a, 7)),
+    "GRU_S8": lambda a, p, outs: gru_int(a[0], a[1], a[2], a[3], a[4], p, table=_opt(a, 6)),
     "RNN_S8": lambda a, p, outs: rnn_int(a[0], a[1], a[2], a[3], a[4], p),
-    "GRU_S16": lambda a, p, outs: gru_int(a[0], a[1], a[2], a[3], a[4], p, wide=True),
+    "GRU_S16": lambda a, p, outs: gru_int(a[0], a[1], a[2], a[3], a[4], p, wide=True, table=_opt(a, 6)),
     "RNN_S16": lambda a, p, outs: rnn_int(a[0], a[1], a[2], a[3], a[4], p, wide=True),
 }
 # The runners of ops with two outputs (the LSTMs: y and c) return a tuple.

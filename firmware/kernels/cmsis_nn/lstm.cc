@@ -32,7 +32,8 @@ int32_t scratch_need(const schema::QuantLstmArgs& a) {
 }
 
 bool cmsis_runs(const schema::QuantLstmArgs& a) {
-  return a.may_saturate == 0 && a.reverse == 0 && a.cell_scale_power >= -15;
+  // CMSIS-NN's gates take one multiplier each: TFLite's per-gate weights only.
+  return a.may_saturate == 0 && a.reverse == 0 && a.cell_scale_power >= -15 && a.x_multiplier_size == 4;
 }
 
 template <typename A>

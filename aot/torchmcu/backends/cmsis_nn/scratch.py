@@ -265,8 +265,8 @@ def scratch_bytes(code: str, x_dims: Dims, w_dims: Dims | None, y_dims: Dims,
     if code in ("CONV2D_S16", "DEPTHWISE_CONV2D_S16"):
         assert w_dims is not None
         return scratch_bytes_s16(code, x_dims, w_dims)
-    if code in ("LSTM_S8", "LSTM_S16"):
-        return lstm_scratch_bytes(code, y_dims)
+    if code in ("LSTM_S8", "LSTM_S16"):  # per-row weights (empty gate vectors): CMSIS-NN's gates cannot take them
+        return 0 if params is not None and not params.get("x_multiplier", [0]) else lstm_scratch_bytes(code, y_dims)
     if code == "BATCH_MATMUL_S8":  # MVE's kernel sums: an int32 per row of b (given transposed, adj_y)
         return 4 * int(y_dims[-1]) if params and params.get("adj_y") and len(y_dims) <= 4 else 0
     if code not in ("CONV2D_S8", "DEPTHWISE_CONV2D_S8", "CONV2D_S4", "DEPTHWISE_CONV2D_S4",

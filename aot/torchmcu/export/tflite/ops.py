@@ -536,6 +536,9 @@ class RecurrentOps(ExporterBase):
         if p.get("reverse"):
             raise ExportError(f"{P.describe(index)}: a reversed direction (TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM "
                               "runs forward)")
+        if len(op["inputs"]) > 7 and op["inputs"][7] >= 0:
+            raise ExportError(f"{P.describe(index)}: per-channel weights (torchmcu's integer LSTM; TFLite's takes "
+                              "one scale per gate): compile with --recurrent-weights per-gate to export it")
         wide = op["code"] == "LSTM_S16"
         yt = op["outputs"][0]
         T, B, H = P.tensors[yt]["dims"]

@@ -360,11 +360,14 @@ def _recurrent_f32(lay, n: Node) -> None:
     lay.val[n.out] = (y, order)
 
 
-def _quant_weights(lay, n: Node, w: np.ndarray, gates: int, name: str) -> tuple[int, np.ndarray, np.ndarray]:
-    q, scales = ref.quantize_gates(w, gates)
+def _quant_weights(lay, n: Node, w: np.ndarray, gates: int, name: str,
+                   per_row: bool) -> tuple[int, np.ndarray, np.ndarray]:
+    """The weight matrix as an int8 constant: (tensor, values, scales per
+    gate or per row)."""
+    q, scales = ref.quantize_gates(w, gates, per_row=per_row)
     tid = lay.constant(f"{n.name}_{name}", q, "I8")
     H = w.shape[0] // gates
-    lay.p.tensors[tid].channel_scales = tuple(float(s) for s in np.repeat(scales, H))
+    lay.p.tensors[tid].channel_scales = tuple(float(s) for s in (scales if per_row else np.repeat(scales, H)))
     lay.p.tensors[tid].channel_axis = 0
     return tid, q, scales
 
@@ -374,8 +377,9 @@ def _may_saturate(qh: np.ndarray, s_h: float, s_wh: np.ndarray, zp_h: int, gates
     own, could leave int16 (CMSIS-NN saturates only after adding the
     input side, TFLite before): a bound over all hidden states."""
     reach = 32768 if wide else max(abs(-128 - zp_h), abs(127 - zp_h))
-    sums = np.abs(qh.astype(np.int64)).reshape(gates, -1, qh.shape[1]).sum(-1).max(-1)
-    real = sums * reach * np.float32(s_h) * s_wh.astype(np.float64) / ref.GATE_SCALE
+    sums = np.abs(qh.astype(np.int64)).sum(-1)  # per row
+    rows = s_wh if len(s_wh) == len(sums) else np.repeat(s_wh, len(sums) // gates)
+    real = sums * reach * np.float32(s_h) * rows.astype(np.float64) / ref.GATE_SCALE
     return bool(np.any(real >= 32767))
 
 
@@ -391,16 +395,20 @@ def _recurrent_int(lay, n: Node) -> None:
     s_h, zp_h = n.attrs["out_q"]
     x = lay.get(n.inputs[0], order, n)
     _, w_ih, w_hh, b_ih, b_hh = n.inputs[:5]
-    wi, qi, swx = _quant_weights(lay, n, w_ih, gates, "w_ih")
-    wh, qh, swh = _quant_weights(lay, n, w_hh, gates, "w_hh")
+    # Per-row scales where the frontend fake-quantized the weights so (the
+    # default for LSTM and GRU; RNN's params hold one scale: per tensor).
+    per_row = kind in ("lstm", "gru") and (n.attrs.get("rnn_q") or {}).get("weights") == "row"
+    wi, qi, swx = _quant_weights(lay, n, w_ih, gates, "w_ih", per_row)
+    wh, qh, swh = _quant_weights(lay, n, w_hh, gates, "w_hh", per_row)
+    hb = 1 if per_row else H  # quantize_bias's rows per scale
     zero = np.zeros(gates * H, np.float32)
     b_ih = zero if b_ih is None else b_ih
     b_hh = zero if b_hh is None else b_hh
     if kind == "gru":  # r and z take both biases on the input side; n's hidden one stays in r * (...)
-        bx = ref.quantize_bias(b_ih + np.concatenate([b_hh[:2 * H], zero[:H]]), s_x, swx, H, 64 if wide else 32)
-        bh = ref.quantize_bias(np.concatenate([zero[:2 * H], b_hh[2 * H:]]), s_h, swh, H, 64 if wide else 32)
+        bx = ref.quantize_bias(b_ih + np.concatenate([b_hh[:2 * H], zero[:H]]), s_x, swx, hb, 64 if wide else 32)
+        bh = ref.quantize_bias(np.concatenate([zero[:2 * H], b_hh[2 * H:]]), s_h, swh, hb, 64 if wide else 32)
     else:
-        bx = ref.quantize_bias(b_ih + b_hh, s_x, swx, H, 64 if wide else 32)
+        bx = ref.quantize_bias(b_ih + b_hh, s_x, swx, hb, 64 if wide else 32)
         bh = np.zeros(gates * H, np.int64)
     bias = np.stack([bx - zp_x * qi.astype(np.int64).sum(1), bh - zp_h * qh.astype(np.int64).sum(1)])
     if not wide and (bias.min() < -(2 ** 31) or bias.max() > 2 ** 31 - 1):
@@ -429,9 +437,12 @@ def _recurrent_int(lay, n: Node) -> None:
         params = ref.rnn_params(s_x, zp_x, float(swx[0]), s_h, zp_h, float(swh[0]), act, bool(n.attrs["reverse"]),
                                 wide)
         table, code = "QuantRnnParams", "RNN_S16" if wide else "RNN_S8"
+    requant = ref.gate_table(params) if per_row else None  # per-row requantization: an operand
     nbytes = lay.scratch(code, (T, B, I), (gates * H, I), (T, B, H), params)  # the backends' working memory
     if nbytes > 0:
         ins.append(_scratch(lay, n, ((nbytes + 1) // 2,)))
+    if requant is not None:  # after the scratch (absent: -1)
+        ins += [-1] * (nbytes <= 0) + [lay.constant(f"{n.name}_requant", requant, "I32")]
     lay.emit(code, ins, outs, (table, params), n, kind, T * B * gates * H * (I + H))
     lay.val[n.out] = (y, order)
 

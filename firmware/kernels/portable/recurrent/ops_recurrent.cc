@@ -5,7 +5,8 @@
 // Operands, in order: x [T, B, I], w_ih [G*H, I], w_hh [G*H, H], bias (or
 // absent), h0 [B, H] (or absent), for the LSTMs c0 [B, H] (or absent), for
 // the integer ops an optional scratch (CMSIS-NN's working memory; the
-// portable kernels need none); outputs y [T, B, H] and, for the LSTMs, c [B, H].
+// portable kernels need none), for the integer LSTM and GRU an optional
+// per-row requantization table (see gates_ok); outputs y [T, B, H] and, for the LSTMs, c [B, H].
 #include "kernels/portable/common/glue.h"
 #include "kernels/portable/kernels.h"
 #include "kernels/portable/recurrent/recurrent.h"
@@ -17,6 +18,10 @@ namespace {
 // Shapes stay small, so that no index or size product leaves 32 bits.
 TMCU_INLINE bool dim_ok(int32_t v) { return v >= 1 && v <= (1 << 16); }
 TMCU_INLINE bool requant_ok(int32_t m, int32_t s) { return m >= 0 && shift_ok(s); }
+
+// The per-row requantization table's operand (after the optional scratch).
+constexpr uint32_t kLstmTable = 7;
+constexpr uint32_t kGruTable = 6;
 
 /// The shapes every recurrent op shares: x, w_ih, w_hh, y, and the optional
 /// h0 (input 4) of `act` dtype, for G gates.
@@ -116,28 +121,42 @@ void rnn_f32_run(const OpContext& ctx) {
 
 // ---- integer ------------------------------------------------------------------
 
-/// Per-gate requantization vectors of G entries, each in range.
+/// The gates' requantization: per gate, the params' four vectors of G
+/// entries; per row, the params' vectors empty and the operand at
+/// `table` (after the scratch) an int32 [4, G*H] of x multipliers, x shifts,
+/// h multipliers, h shifts (a constant). Each pair in range.
 template <typename A>
-bool gates_ok(const A& a, int32_t G) {
-  if (a.x_multiplier_size != G || a.x_shift_size != G || a.h_multiplier_size != G || a.h_shift_size != G) {
-    return false;
+Error gates_ok(const OpContext& ctx, const A& a, int32_t G, uint32_t table) {
+  const bool per_row = ctx.num_inputs() > table && OpContext::present(ctx.input(table));
+  const int32_t n = per_row ? 0 : G;
+  TMCU_CHECK(a.x_multiplier_size == n && a.x_shift_size == n && a.h_multiplier_size == n && a.h_shift_size == n,
+             Error::InvalidOp);
+  for (int32_t g = 0; g < n; ++g) {
+    TMCU_CHECK(requant_ok(a.x_multiplier[g], a.x_shift[g]) && requant_ok(a.h_multiplier[g], a.h_shift[g]),
+               Error::InvalidOp);
   }
-  for (int32_t g = 0; g < G; ++g) {
-    if (!requant_ok(a.x_multiplier[g], a.x_shift[g]) || !requant_ok(a.h_multiplier[g], a.h_shift[g])) return false;
+  if (!per_row) return Error::Ok;
+  const Operand& t = ctx.input(table);
+  const int32_t rows = G * a.hidden_size;
+  const int32_t dims[2] = {4, rows};
+  TMCU_CHECK(check::is(t, DType::I32, 2), Error::InvalidOp);
+  TMCU_TRY(check::holds(t, dims));
+  const int32_t* v = ctx.in<const int32_t>(table);
+  if (v == nullptr) return Error::InvalidOp;
+  for (int32_t e = 0; e < rows; ++e) {
+    TMCU_CHECK(requant_ok(v[e], v[rows + e]) && requant_ok(v[2 * rows + e], v[3 * rows + e]), Error::InvalidOp);
   }
-  return true;
+  return Error::Ok;
 }
 
 template <typename A>
-GateQuant gate_quant(const A& a, int32_t G) {
-  GateQuant q{};
-  for (int32_t g = 0; g < G; ++g) {
-    q.x_multiplier[g] = a.x_multiplier[g];
-    q.x_shift[g] = a.x_shift[g];
-    q.h_multiplier[g] = a.h_multiplier[g];
-    q.h_shift[g] = a.h_shift[g];
+GateQuant gate_quant(const OpContext& ctx, const A& a, int32_t G, uint32_t table) {
+  if (ctx.num_inputs() > table && OpContext::present(ctx.input(table))) {
+    const int32_t* v = ctx.in<const int32_t>(table);
+    const int32_t rows = G * a.hidden_size;
+    return GateQuant{v, v + rows, v + 2 * rows, v + 3 * rows, a.hidden_size, true};
   }
-  return q;
+  return GateQuant{a.x_multiplier, a.x_shift, a.h_multiplier, a.h_shift, a.hidden_size, false};
 }
 
 /// The optional scratch after the state inputs: int16, any size.
@@ -156,11 +175,14 @@ TMCU_INLINE bool offsets_ok(int32_t input_offset, int32_t output_offset) {
 
 template <typename T>
 Error lstm_q_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 6, 7, 2) && check::args<schema::QuantLstmArgs>(ctx, OpParams::QuantLstmParams),
+  TMCU_CHECK(check::counts(ctx, 6, 8, 2) && check::args<schema::QuantLstmArgs>(ctx, OpParams::QuantLstmParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantLstmArgs>();
   TMCU_TRY(shapes(ctx, a, QType<T>::kDType, DType::I8, 4));
-  TMCU_CHECK(gates_ok(a, 4) && requant_ok(a.forget_multiplier, a.forget_shift) &&
+  TMCU_TRY(gates_ok(ctx, a, 4, kLstmTable));
+  const bool per_row = ctx.num_inputs() > kLstmTable && OpContext::present(ctx.input(kLstmTable));
+  TMCU_CHECK(!per_row || a.cell_scale_power >= -15, Error::InvalidOp);  // the fine cell's shifts stay positive
+  TMCU_CHECK(requant_ok(a.forget_multiplier, a.forget_shift) &&
                  requant_ok(a.cell_multiplier, a.cell_shift) && requant_ok(a.output_multiplier, a.output_shift) &&
                  offsets_ok<T>(a.input_offset, a.output_offset) && a.cell_scale_power >= -31 &&
                  a.cell_scale_power <= 2 && a.cell_clip >= 0 && a.cell_clip <= 32767,
@@ -173,9 +195,9 @@ Error lstm_q_check(const OpContext& ctx) {
   return state_ok(c, DType::I16, a.batch, a.hidden_size);
 }
 
-LstmQuant lstm_quant(const schema::QuantLstmArgs& a) {
+LstmQuant lstm_quant(const OpContext& ctx, const schema::QuantLstmArgs& a) {
   LstmQuant q{};
-  q.gates = gate_quant(a, 4);
+  q.gates = gate_quant(ctx, a, 4, kLstmTable);
   q.forget_multiplier = a.forget_multiplier;
   q.forget_shift = a.forget_shift;
   q.cell_multiplier = a.cell_multiplier;
@@ -194,16 +216,17 @@ void lstm_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantLstmArgs>();
   Fn(ctx.in<const T>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const typename QType<T>::Bias>(3),
      ctx.in<const T>(4), ctx.in<const int16_t>(5), ctx.out<T>(0), ctx.out<int16_t>(1),
-     shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), lstm_quant(a));
+     shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse), lstm_quant(ctx, a));
 }
 
 template <typename T>
 Error gru_q_check(const OpContext& ctx) {
-  TMCU_CHECK(check::counts(ctx, 5, 6, 1) && check::args<schema::QuantGruArgs>(ctx, OpParams::QuantGruParams),
+  TMCU_CHECK(check::counts(ctx, 5, 7, 1) && check::args<schema::QuantGruArgs>(ctx, OpParams::QuantGruParams),
              Error::InvalidOp);
   const auto& a = ctx.args<schema::QuantGruArgs>();
   TMCU_TRY(shapes(ctx, a, QType<T>::kDType, DType::I8, 3));
-  TMCU_CHECK(gates_ok(a, 3) && requant_ok(a.rh_multiplier, a.rh_shift) &&
+  TMCU_TRY(gates_ok(ctx, a, 3, kGruTable));
+  TMCU_CHECK(requant_ok(a.rh_multiplier, a.rh_shift) &&
                  requant_ok(a.blend_n_multiplier, a.blend_n_shift) &&
                  requant_ok(a.blend_h_multiplier, a.blend_h_shift) && offsets_ok<T>(a.input_offset, a.output_offset),
              Error::InvalidOp);
@@ -211,9 +234,9 @@ Error gru_q_check(const OpContext& ctx) {
   return scratch_ok(ctx, 5);
 }
 
-GruQuant gru_quant(const schema::QuantGruArgs& a) {
+GruQuant gru_quant(const OpContext& ctx, const schema::QuantGruArgs& a) {
   GruQuant q{};
-  q.gates = gate_quant(a, 3);
+  q.gates = gate_quant(ctx, a, 3, kGruTable);
   q.rh_multiplier = a.rh_multiplier;
   q.rh_shift = a.rh_shift;
   q.blend_n_multiplier = a.blend_n_multiplier;
@@ -227,12 +250,12 @@ GruQuant gru_quant(const schema::QuantGruArgs& a) {
 // GRU and RNN: x, w_ih, w_hh, bias, h0 -> y.
 template <typename T, typename Q, void (*Fn)(const T*, const int8_t*, const int8_t*, const typename QType<T>::Bias*,
                                              const T*, T*, const RecurrentShape&, const Q&),
-          typename A, Q (*Quant)(const A&)>
+          typename A, Q (*Quant)(const OpContext&, const A&)>
 void gru_rnn_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<A>();
   Fn(ctx.in<const T>(0), ctx.in<const int8_t>(1), ctx.in<const int8_t>(2), ctx.in<const typename QType<T>::Bias>(3),
      ctx.in<const T>(4), ctx.out<T>(0), shape_of(a.time_steps, a.batch, a.input_size, a.hidden_size, a.reverse),
-     Quant(a));
+     Quant(ctx, a));
 }
 
 template <typename T>
@@ -249,7 +272,7 @@ Error rnn_q_check(const OpContext& ctx) {
   return scratch_ok(ctx, 5);
 }
 
-RnnQuant rnn_quant(const schema::QuantRnnArgs& a) {
+RnnQuant rnn_quant(const OpContext&, const schema::QuantRnnArgs& a) {
   return RnnQuant{a.x_multiplier, a.x_shift,  a.h_multiplier, a.h_shift, a.output_multiplier, a.output_shift,
                   a.output_offset, a.activation == 1};
 }

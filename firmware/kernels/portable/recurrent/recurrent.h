@@ -46,10 +46,20 @@ void rnn_f32(const float* x, const float* w_ih, const float* w_hh, const float* 
 int16_t sigmoid_s16(int32_t x, int32_t left_shift);
 int16_t tanh_s16(int32_t x, int32_t left_shift);
 
-/// Per gate, the requantization of its input-side and hidden-side products.
+/// The requantization of the gates' input-side and hidden-side products into
+/// Q3.12: one multiplier and shift per gate (TFLite's scheme: the weights
+/// per tensor per gate), or per row of the weights (torchmcu's: per output
+/// channel; per_row true, G * H entries, gate k's row j at k * H + j). The
+/// vectors are the program's own.
 struct GateQuant {
-  int32_t x_multiplier[4], x_shift[4];
-  int32_t h_multiplier[4], h_shift[4];
+  const int32_t* x_multiplier;
+  const int32_t* x_shift;
+  const int32_t* h_multiplier;
+  const int32_t* h_shift;
+  int32_t hidden;  // H
+  bool per_row;
+  /// The entry of gate k, row j.
+  int32_t at(int32_t k, int32_t j) const { return per_row ? k * hidden + j : k; }
 };
 
 /// QuantLstmParams (aot/torchmcu/program/schema/program.fbs).

@@ -98,21 +98,50 @@ int64_t row_sum(const int8_t* w, int32_t n) {
   return acc;
 }
 
-// One gate's pre-activation in Q3.12: the input side and the hidden side
-// requantized and saturated on their own, then added with saturation. A
-// null h is the hidden state at its zero point.
+// The sum of a gate's input-side and hidden-side products, each
+// requantized into Q3.12: TFLite's scheme (per-gate weights) saturates
+// each to int16 before the sum, torchmcu's (per-row weights) only the sum,
+// so that a large product the other side cancels stays exact.
+inline int32_t gate_sum(int32_t gx, int32_t gh, bool per_row) {
+  return per_row ? sat16(int64_t(gx) + gh) : sat16(sat16(gx) + sat16(gh));
+}
+
+// One gate's pre-activation in Q3.12 (gate_sum). A null h is the hidden
+// state at its zero point.
 template <typename A, typename B>
 struct Gate {
   const A* xt;
   const A* h;
   int32_t I, H, zp_h;
-  bool wide;
+  bool wide, per_row;
   int32_t operator()(const int8_t* w_ih, const int8_t* w_hh, const B* bias, int32_t row, int32_t G, int32_t xm,
                      int32_t xs, int32_t hm, int32_t hs) const {
-    const int32_t gx = sat16(requant(plus(bias[row], dot(xt, w_ih + int64_t(row) * I, I)), xm, xs, wide));
+    const int32_t gx = requant(plus(bias[row], dot(xt, w_ih + int64_t(row) * I, I)), xm, xs, wide);
     const int8_t* wr = w_hh + int64_t(row) * H;
     const int64_t acc = plus(bias[G + row], h != nullptr ? dot(h, wr, H) : int64_t(zp_h) * row_sum(wr, H));
-    return sat16(gx + sat16(requant(acc, hm, hs, wide)));
+    return gate_sum(gx, requant(acc, hm, hs, wide), per_row);
+  }
+};
+
+// (v + 2^(s-1)) >> s for s > 0: a rounding arithmetic shift.
+inline int64_t round_shift(int64_t v, int32_t s) { return s > 0 ? (v + (int64_t(1) << (s - 1))) >> s : v; }
+
+// torchmcu's cell update (per-row weights): c' = f * c + i * g summed at the
+// finer of the state's scale 2^p and Q3.12 (2^e, e = min(p, -12)), rounded
+// once into the int16 state; tanh reads c' at Q3.12 before that rounding.
+// TFLite's (per gate) rounds f * c and i * g into the state on their own and
+// reads tanh from the state.
+struct Cell {
+  int32_t p, e, clip;
+  // Returns the new state; *q312 is c' in Q3.12 for tanh.
+  int16_t update(int32_t f, int32_t c, int32_t i, int32_t g, int32_t* q312) const {
+    int64_t v = round_shift(int64_t(f) * c, 15 + e - p) + round_shift(int64_t(i) * g, 30 + e);
+    if (clip > 0) {
+      const int64_t lim = int64_t(clip) << (p - e);
+      v = v < -lim ? -lim : (v > lim ? lim : v);
+    }
+    *q312 = sat16(round_shift(v, -12 - e));
+    return int16_t(sat16(round_shift(v, p - e)));
   }
 };
 
@@ -125,11 +154,13 @@ void lstm_int(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias,
   const int32_t first = s.reverse ? s.time_steps - 1 : 0;
   const int32_t dir = s.reverse ? -1 : 1;
   const int32_t cell_shift = q.cell_scale_power + 12;
+  const int32_t p = q.cell_scale_power;
+  const Cell fine{p, p < -12 ? p : -12, q.cell_clip};
   for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
     const A* hp = t == first ? h0 : y + int64_t(t - dir) * Bt * H;
     for (int32_t b = 0; b < Bt; ++b) {
       const Gate<A, B> gate{x + (int64_t(t) * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, I, H,
-                            q.output_offset, wide};
+                            q.output_offset, wide, g.per_row};
       A* yt = y + (int64_t(t) * Bt + b) * H;
       for (int32_t j = 0; j < H; ++j) {
         int64_t ax[4], ah[4];
@@ -141,19 +172,27 @@ void lstm_int(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias,
         }
         auto pre = [&](int32_t k) {
           const int32_t row = k * H + j;
-          const int32_t gx = sat16(requant(plus(bias[row], ax[k]), g.x_multiplier[k], g.x_shift[k], wide));
-          return sat16(gx + sat16(requant(plus(bias[G + row], ah[k]), g.h_multiplier[k], g.h_shift[k], wide)));
+          const int32_t e = g.at(k, j);
+          return gate_sum(requant(plus(bias[row], ax[k]), g.x_multiplier[e], g.x_shift[e], wide),
+                          requant(plus(bias[G + row], ah[k]), g.h_multiplier[e], g.h_shift[e], wide), g.per_row);
         };
         int16_t& cell = c[b * H + j];
         const int32_t f = sigmoid_s16(pre(1), 0);
-        int32_t cv = sat16(s8::requantize(f * int32_t(cell), q.forget_multiplier, q.forget_shift));
         const int32_t i = sigmoid_s16(pre(0), 0);
         const int32_t gg = tanh_s16(pre(2), 0);
-        cv = sat16(cv + sat16(s8::requantize(i * gg, q.cell_multiplier, q.cell_shift)));
-        if (q.cell_clip > 0) cv = cv < -q.cell_clip ? -q.cell_clip : (cv > q.cell_clip ? q.cell_clip : cv);
-        cell = int16_t(cv);
+        int32_t tc;
+        if (g.per_row) {
+          int32_t c312;
+          cell = fine.update(f, cell, i, gg, &c312);
+          tc = tanh_s16(c312, 0);
+        } else {
+          int32_t cv = sat16(s8::requantize(f * int32_t(cell), q.forget_multiplier, q.forget_shift));
+          cv = sat16(cv + sat16(s8::requantize(i * gg, q.cell_multiplier, q.cell_shift)));
+          if (q.cell_clip > 0) cv = cv < -q.cell_clip ? -q.cell_clip : (cv > q.cell_clip ? q.cell_clip : cv);
+          cell = int16_t(cv);
+          tc = tanh_s16(cv, cell_shift);
+        }
         const int32_t o = sigmoid_s16(pre(3), 0);
-        const int32_t tc = tanh_s16(cv, cell_shift);
         const int64_t h = int64_t(q.output_offset) + s8::requantize(tc * o, q.output_multiplier, q.output_shift);
         yt[j] = A(h < lo ? lo : (h > hi ? hi : h));
       }
@@ -220,21 +259,22 @@ void gru_int(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, 
     for (int32_t b = 0; b < Bt; ++b) {
       const A* xt = x + (int64_t(t) * Bt + b) * I;
       const A* hb = hp != nullptr ? hp + b * H : nullptr;
-      const Gate<A, B> gate{xt, hb, I, H, zp, wide};
+      const Gate<A, B> gate{xt, hb, I, H, zp, wide, g.per_row};
       A* yt = y + (int64_t(t) * Bt + b) * H;
       for (int32_t j = 0; j < H; ++j) {
-        const int32_t r = sigmoid_s16(gate(w_ih, w_hh, bias, j, G, g.x_multiplier[0], g.x_shift[0],
-                                           g.h_multiplier[0], g.h_shift[0]), 0);
-        const int32_t z = sigmoid_s16(gate(w_ih, w_hh, bias, H + j, G, g.x_multiplier[1], g.x_shift[1],
-                                           g.h_multiplier[1], g.h_shift[1]), 0);
+        const int32_t er = g.at(0, j), ez = g.at(1, j), en = g.at(2, j);
+        const int32_t r = sigmoid_s16(gate(w_ih, w_hh, bias, j, G, g.x_multiplier[er], g.x_shift[er],
+                                           g.h_multiplier[er], g.h_shift[er]), 0);
+        const int32_t z = sigmoid_s16(gate(w_ih, w_hh, bias, H + j, G, g.x_multiplier[ez], g.x_shift[ez],
+                                           g.h_multiplier[ez], g.h_shift[ez]), 0);
         const int32_t row = 2 * H + j;
         const int8_t* wr = w_hh + int64_t(row) * H;
         const int64_t acc_h = plus(bias[G + row], hb != nullptr ? dot(hb, wr, H) : int64_t(zp) * row_sum(wr, H));
-        const int32_t hn = sat16(requant(acc_h, g.h_multiplier[2], g.h_shift[2], wide));
+        const int32_t hn = sat16(requant(acc_h, g.h_multiplier[en], g.h_shift[en], wide));
         const int32_t rhn = sat16(s8::requantize(r * hn, q.rh_multiplier, q.rh_shift));
         const int64_t acc_x = plus(bias[row], dot(xt, w_ih + int64_t(row) * I, I));
-        const int32_t xn = sat16(requant(acc_x, g.x_multiplier[2], g.x_shift[2], wide));
-        const int32_t nn = tanh_s16(sat16(xn + rhn), 0);
+        const int32_t xn = requant(acc_x, g.x_multiplier[en], g.x_shift[en], wide);
+        const int32_t nn = tanh_s16(gate_sum(xn, rhn, g.per_row), 0);
         const int32_t hprev = hb != nullptr ? hb[j] - zp : 0;
         const int64_t h = int64_t(zp) + s8::requantize((32768 - z) * nn, q.blend_n_multiplier, q.blend_n_shift) +
                           s8::requantize(z * hprev, q.blend_h_multiplier, q.blend_h_shift);
@@ -254,7 +294,7 @@ void rnn_int(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, 
     const A* hp = t == first ? h0 : y + int64_t(t - dir) * Bt * H;
     for (int32_t b = 0; b < Bt; ++b) {
       const Gate<A, B> gate{x + (int64_t(t) * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, I, H,
-                            q.output_offset, wide};
+                            q.output_offset, wide, false};
       A* yt = y + (int64_t(t) * Bt + b) * H;
       for (int32_t j = 0; j < H; ++j) {
         const int32_t pre = gate(w_ih, w_hh, bias, j, H, q.x_multiplier, q.x_shift, q.h_multiplier, q.h_shift);
