@@ -111,3 +111,34 @@ def test_printf_gets_one_line_naming_the_platform_write(digits: Path, tmp_path: 
     assert "tmcu_platform_write" in lines[0] and "_write" in lines[0] and "undefined reference" not in proc.stderr
     log = re.search(r"the linker's messages: (\S+)\)", lines[0]).group(1)
     assert "undefined reference to `_write'" in Path(log).read_text()
+
+
+def test_arduino_sketch_and_pack_component_carry_the_figure(digits: Path, tmp_path: Path) -> None:
+    from test_arduino import FAKE_ARDUINO_H
+    from torchmcu.export.pack import model_files
+
+    unbuilt = tmp_path / "unbuilt"
+    cli("export", str(digits), "--arduino", str(unbuilt), "--name", "Unbuilt") if (
+        not (digits / "digits_stack.h").exists()) else None
+    if unbuilt.exists():  # exported before any build: a header that says so, and no figure
+        assert "TMCU_DIGITS_STACK_BYTES" not in defines(unbuilt / "src" / "model" / "digits_stack.h")
+    if not (digits / "digits_stack.h").exists():
+        cli("build", str(digits))
+    built = defines(digits / "digits_stack.h")
+    lib = tmp_path / "lib"
+    cli("export", str(digits), "--arduino", str(lib), "--name", "Digits")
+    assert defines(lib / "src" / "model" / "digits_stack.h") == built
+    assert model_files(digits)["models/digits/digits_stack.h"] == digits / "digits_stack.h"
+    # The sketch sizes its need from the figure: an mbed core's main thread below it does not compile.
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "Arduino.h").write_text(FAKE_ARDUINO_H)
+    sketch = lib / "examples" / "Digits" / "Digits.ino"
+    need = max(built["TMCU_DIGITS_STACK_BYTES"], built["TMCU_DIGITS_FIRMWARE_STACK_BYTES"]) + 1024
+    base = ["arm-none-eabi-g++", "-mcpu=cortex-m4", "-mthumb", "-std=gnu++14", "-fno-rtti", "-fno-exceptions",
+            "-fsyntax-only", f"-I{lib / 'src'}", f"-I{fake}", "-x", "c++", "-include", "Arduino.h", str(sketch)]
+    fits = subprocess.run([*base, f"-DMBED_CONF_RTOS_MAIN_THREAD_STACK_SIZE={need}"], capture_output=True, text=True)
+    assert fits.returncode == 0, fits.stderr
+    short = subprocess.run([*base, f"-DMBED_CONF_RTOS_MAIN_THREAD_STACK_SIZE={need - 8}"], capture_output=True,
+                           text=True)
+    assert short.returncode != 0 and "main thread's stack is smaller" in short.stderr, short.stderr

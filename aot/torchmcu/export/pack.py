@@ -299,7 +299,9 @@ def _model_meta(model_dir: Path) -> dict:
 
 
 def model_files(model_dir: Path) -> dict[str, Path]:
-    """Path in the pack -> the file, for one compiled model."""
+    """Path in the pack -> the file, for one compiled model; with NAME_stack.h
+    (TMCU_NAME_STACK_BYTES, the stack its calls need) when the directory was
+    built (`torchmcu build` writes it from the linked image's computed worst case)."""
     sym = _model_meta(model_dir).get("symbol", "model")
     out = {}
     for name in (f"{sym}.h", f"{sym}.cc", *MODEL_FILES):
@@ -307,6 +309,9 @@ def model_files(model_dir: Path) -> dict[str, Path]:
         if not f.is_file():
             raise PackError(f"{f} not found: compile the model again with this torchmcu")
         out[f"models/{sym}/{name}"] = f
+    stack = Path(model_dir) / f"{sym}_stack.h"
+    if stack.is_file():
+        out[f"models/{sym}/{stack.name}"] = stack
     return out
 
 
