@@ -391,6 +391,11 @@ def test_pack_example_builds_from_the_description_and_runs_in_qemu(built, tmp_pa
     label = int(re.search(r"#define TMCU_DIGIT_LABEL (\d+)", (folder / "model" / "digit_io.h").read_text()).group(1))
     assert f"digits example: the digit is a {label}" in res.stdout
     model_dir = out / "work" / "model"
+    # The example checks the stack the platform's linker script gives against the figure `torchmcu build`
+    # computed for it (model/model_stack.h, the build's size.json), and says both.
+    stack = re.search(r"stack: (\d+) B linked, (\d+) B needed \(computed by torchmcu build\)", res.stdout)
+    computed = json.loads((model_dir / "size.json").read_text())["stack"]["computed_bytes"]
+    assert stack and int(stack.group(2)) == computed <= int(stack.group(1)) == board.stack_size, res.stdout[-2000:]
     meta = runner.load_meta(model_dir)
     info, outputs = runner.parse_protocol(res.stdout, meta["outputs"])
     assert info["done_status"] == 0 and len(info["sample_ticks"]) == 1

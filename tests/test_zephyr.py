@@ -648,6 +648,21 @@ def test_sample_in_qemu_matches_the_reference(board: str, kernels: str, zephyr_e
     mismatch, _ = runner.compare(outputs, expected, tol)
     assert mismatch is None, str(mismatch)
 
+    # The model thread's stack is the build's figure (model_stack.h) plus the sample's own, with
+    # CONFIG_HW_STACK_PROTECTION=y where the board has a guard, and what it used (Zephyr painted it)
+    # stays within it.
+    config = (tmp_path / "build" / "zephyr" / ".config").read_text()
+    if "CONFIG_ARCH_HAS_STACK_PROTECTION=y" in config:  # an MPU guard (the AN547; not qemu_cortex_m3's board)
+        assert "CONFIG_HW_STACK_PROTECTION=y" in config
+    figure = int(re.search(r"#define TMCU_MODEL_STACK_BYTES (\d+)",
+                           (gen / "model" / "model_stack.h").read_text()).group(1))
+    sized = re.search(r"model thread stack (\d+) B = model (\d+) B \(computed\) \+ app (\d+) B", text)
+    assert sized and int(sized.group(2)) == figure and int(sized.group(1)) == figure + int(sized.group(3)), text
+    used = re.search(r"model thread stack used (\d+) of (\d+) B \(measured\)", text)
+    assert used and 0 < int(used.group(1)) <= int(sized.group(1)) <= int(used.group(2)), text
+    ticks = info["sample_ticks"][0]
+    assert 0 < ticks < 2**31, ticks  # no backward step of the counter read as a wrap
+
     # The twister harness would pass on this output: its regexes, in order.
     position = 0
     for regex in _twister("sample.yaml")["common"]["harness_config"]["regex"]:

@@ -66,9 +66,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 state=_state(args.state), strict=args.strict, crc=args.crc,
                 recurrent_weights=args.recurrent_weights)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
-    print((c.out_dir / "report.txt").read_text())
+    if args.verbose:
+        print((c.out_dir / "report.txt").read_text())
+    else:
+        from .report import summary_lines
+        print("\n".join(summary_lines(c.report)))
     print(f"wrote {c.out_dir}/ ({args.symbol}.h/.cc: the C API; model.pte, model_pte.c/.h, model_arenas.c/.h, "
-          "kernel_table.cc, kernels.txt, memory_plan.json, report.json)")
+          "kernel_table.cc, kernels.txt, memory_plan.json, report.json); the full report: "
+          f"{c.out_dir / 'report.txt'}{'' if args.verbose else ' (--verbose prints it)'}")
     return 0
 
 
@@ -434,6 +439,9 @@ def make_parser() -> argparse.ArgumentParser:
                                  "ExportedProgram (model.pt2, torch.export.save), with its example inputs")
     c.add_argument("--board", required=True, help="board name (see `torchmcu boards`) or a .toml path")
     c.add_argument("-o", "--output", required=True, help="output directory")
+    c.add_argument("-v", "--verbose", action="store_true",
+                   help="print the whole report (report.txt: every op, memory, flash, placement) instead of a "
+                        "few lines")
     c.add_argument("--quant", default="float32", choices=["float32", "int8", "int4", "a16w8"],
                    help="int8: CMSIS-NN/TFLite Micro scheme, post-training quantization; int4: W4A8, int4 "
                         "weights (packed two per byte) for conv/depthwise/linear, int8 activations; a16w8: "

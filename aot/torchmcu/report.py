@@ -264,6 +264,28 @@ def format_report(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def summary_lines(r: dict[str, Any]) -> list[str]:
+    """What `torchmcu compile` prints by default (the whole report with
+    --verbose): what was compiled, its ops and MACs, the RAM each memory's
+    arena takes, the program's flash and memory, the inputs and outputs."""
+    ops = r.get("ops", [])
+    coverage = ", ".join(f"{n} {k}" for k, n in sorted(r.get("coverage", {}).items()))
+    lines = [f"compiled for {r['board']} ({r['quant']}): {len(ops)} ops ({coverage}), "
+             f"{r.get('macs', 0):,} MACs per inference"]
+    m = r.get("memory", {})
+    regions = "; ".join(f"{g['name']}: {g['planned_bytes']:,} B planned" for g in m.get("regions", []))
+    lines.append(f"RAM: activations {m.get('activation_bytes', 0):,} B ({regions})"
+                 + (f"; model state {m['state_bytes']:,} B" if m.get("state_bytes") else ""))
+    f = r.get("flash", {})
+    lines.append(f"flash: program {f.get('program_bytes', 0):,} B in {f.get('program_memory', '?')} "
+                 "(the linked image's flash, RAM and stack: `torchmcu build`)")
+    io = r.get("io")
+    if io:
+        lines.append("; ".join(f"{kind} {k} {t['name']}: {t['dtype']} {t['layout']} {t['dims']}"
+                               for kind in ("input", "output") for k, t in enumerate(io[kind + "s"])))
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------
 # The edges: what runs only to convert the inputs and outputs
 
@@ -322,8 +344,17 @@ def memory_kind(board: Board, name: str) -> str:
     return "off-chip" if board.memory(name).external else "on-chip"
 
 
+def _smaller_weights(quant: str) -> str:
+    """What makes the weights smaller, from the model's quantization."""
+    if quant == "float32":
+        return "quantize (--quant int8: weights 4x smaller; --quant int4: 8x)"
+    if quant in ("int8", "a16w8"):
+        return "int4 weights (--quant int4, or --precision LAYER=int4 for the largest layers: half of int8)"
+    return "fewer or smaller layers (the weights are int4 already)"
+
+
 def placement(board: Board, program_memory: str, program_bytes: int, mem: Plan,
-              stack: int | None = None) -> dict[str, Any]:
+              stack: int | None = None, quant: str = "float32") -> dict[str, Any]:
     """Every part of the model and the memory it went to, and notes where
     that is slower than it might be: a program outside the code memory (read
     in place from there at every inference), an arena in a memory slower
@@ -341,13 +372,17 @@ def placement(board: Board, program_memory: str, program_bytes: int, mem: Plan,
         m = board.memory(program_memory)
         notes.append(f"the program ({program_bytes:,} B) does not fit beside the code in {code.name} "
                      f"({code.size:,} B) and goes to {m.name}, {memory_kind(board, m.name)} "
-                     f"(speed rank {m.speed}, {code.name} is {code.speed}): every weight is read from there")
+                     f"(speed rank {m.speed}, {code.name} is {code.speed}): every weight is read from there; "
+                     f"to keep it in {code.name}: {_smaller_weights(quant)}; or let the convolutions' "
+                     "weights be copied at load into fast RAM the plan leaves free (--copy-hot-weights)")
     for r in mem.regions:
         m = board.memory(r.name)
         if m.external or m.speed > fastest_arena:
             where = "off-chip memory" if m.external else f"a slower memory (speed rank {m.speed})"
             notes.append(f"{r.arena_bytes:,} B of activations go to {m.name}, {where}: the faster memories "
-                         f"are full or capped (--budget)")
+                         f"are full or capped (--budget); to keep them on-chip: raise or drop a --budget you "
+                         f"set, let patch-based inference recompute more (--tile-recompute 0.25)"
+                         + (", quantize (--quant int8: 4x smaller)" if quant == "float32" else ""))
     return {"parts": parts, "notes": notes, "stack_reserved_at_compile": board.stack_size if stack is None else stack}
 
 

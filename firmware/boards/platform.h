@@ -33,6 +33,10 @@ void tmcu_platform_write(const char* s, size_t n);
 // hardware), else SysTick's count of the core clock. Safe with interrupts
 // masked and inside handlers. Under QEMU (no DWT counter) with -icount
 // shift=0 one tick is Board.instructions_per_tick guest instructions.
+// Other platforms: on Zephyr (zephyr-module/runtime/platform_zephyr.cc) the
+// kernel's hardware cycle counter, sys_clock_hw_cycles_per_sec() ticks per
+// second (on Cortex-M the SysTick's clock), held, never stepping back; on
+// Arduino (boards/arduino/) micros(), microseconds.
 uint64_t tmcu_platform_ticks(void);
 
 // Ends the simulation with `code` as the simulator's exit status

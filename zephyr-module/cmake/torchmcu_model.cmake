@@ -33,6 +33,13 @@
 #                         Zephyr's Python. It needs torch and numpy; aot/ is
 #                         put on its PYTHONPATH.
 #
+# The stack: after the compile, `torchmcu build` links the model's bare-metal
+# firmware for TORCHMCU_BOARD (same CPU, same GCC, -Os, the same kernel set)
+# and writes NAME_stack.h: TMCU_NAME_STACK_BYTES, the computed worst case of
+# the model's calls (tmcu_NAME_init/invoke/reset) with the deepest exception
+# frame. A thread that calls the model sizes its stack as that plus its own
+# need (samples/keyword_spotting/src/main.c).
+#
 # What it makes: a Zephyr library `torchmcu_model` (model_pte.c,
 # model_arenas.c, the model's C API NAME.cc, the kernel table of the ops the
 # model uses and, with CONFIG_TORCHMCU_APP, model_io.c), and the application
@@ -203,8 +210,23 @@ function(torchmcu_model_from_variables)
       COMMENT "torchmcu: using the compiled model in ${model_dir}")
   endif()
 
+  # NAME_stack.h from the bare-metal link of the same model (see the top of this file).
+  set(stack_header ${model_dir}/${symbol}_stack.h)
+  set(stack_env PYTHONPATH=${TORCHMCU_ROOT}/aot)
+  set(stack_kernels portable)
+  if(CONFIG_TORCHMCU_KERNELS_CMSIS_NN AND ZEPHYR_CMSIS_NN_MODULE_DIR)
+    set(stack_kernels cmsis-nn)
+    list(APPEND stack_env TORCHMCU_CMSIS_NN_DIR=${ZEPHYR_CMSIS_NN_MODULE_DIR})
+  endif()
+  add_custom_command(
+    OUTPUT ${stack_header}
+    COMMAND ${CMAKE_COMMAND} -E env ${stack_env} ${py} -m torchmcu.cli build ${model_dir} --kernels ${stack_kernels}
+    DEPENDS ${stamp}
+    COMMENT "torchmcu: the model's stack (torchmcu build: ${symbol}_stack.h)"
+    VERBATIM)
+
   set(sources ${model_dir}/model_pte.c ${model_dir}/model_arenas.c ${model_dir}/${symbol}.cc)
-  set(generated ${stamp})
+  set(generated ${stamp} ${stack_header})
   if(CONFIG_TORCHMCU_KERNELS_CMSIS_NN)
     set(table ${gen}/kernel_table_cmsis_nn.cc)
     add_custom_command(

@@ -1,5 +1,5 @@
 // The platform functions of firmware/boards/platform.h on Zephyr: bytes to
-// the console UART, the kernel's cycle counter, exit through semihosting (or
+// the console UART, the kernel's cycle counter (monotonic), exit through semihosting (or
 // parking the thread), and fatal errors turned into exit statuses. The io
 // window (tmcu_platform_io_base/size) is defined by the generated model_io.c
 // of the model hook: on Zephyr it is the input compiled into the image.
@@ -90,23 +90,43 @@ extern "C" void tmcu_platform_write(const char* s, size_t n) {
   printk("%.*s", static_cast<int>(n), s);
 }
 
+// Ticks are Zephyr's hardware cycle counter: k_cycle_get_64/_32, counting
+// sys_clock_hw_cycles_per_sec() per second (CONFIG_SYS_CLOCK_HW_CYCLES_PER_SEC;
+// on Cortex-M with the SysTick driver, the core clock SysTick counts). They
+// never go backwards: the SysTick driver's counter (cycle_count + what the
+// current reload has counted) can read a few cycles lower than a read just
+// before it around a reload, and such a step is held, not taken as a wrap.
 extern "C" uint64_t tmcu_platform_ticks(void) {
-#ifdef CONFIG_TIMER_HAS_64BIT_CYCLE_COUNTER
-  return k_cycle_get_64();
-#else
-  // Extends the 32-bit counter: correct while calls are less than 2^32
-  // cycles apart (over two minutes at 32 MHz), which the app's per-op and
-  // per-inference readings are.
-  static uint32_t last;
-  static uint64_t high;
   const unsigned int key = irq_lock();
+#ifdef CONFIG_TIMER_HAS_64BIT_CYCLE_COUNTER
+  static uint64_t last;
+  const uint64_t now = k_cycle_get_64();
+  if (now > last) last = now;
+  const uint64_t ticks = last;
+#else
+  // The 32-bit counter extended: the step since the last reading is taken
+  // modulo 2^32, so a wrap is a small forward step; a "step" of 2^31 or more
+  // is the counter reading a little lower than before, and is held. Correct
+  // while readings are less than 2^31 cycles apart (67 s at 32 MHz), which
+  // the app's per-op and per-inference readings are.
+  static bool started;
+  static uint32_t last;
+  static uint64_t total;
   const uint32_t now = k_cycle_get_32();
-  if (now < last) high += uint64_t(1) << 32;
-  last = now;
-  const uint64_t ticks = high | now;
+  if (!started) {  // the first reading: the counter as it is, whatever its value
+    started = true;
+    last = now;
+    total = now;
+  }
+  const uint32_t step = now - last;
+  if (step < 0x80000000u) {
+    total += step;
+    last = now;
+  }
+  const uint64_t ticks = total;
+#endif
   irq_unlock(key);
   return ticks;
-#endif
 }
 
 extern "C" void tmcu_platform_exit(int code) {

@@ -39,7 +39,7 @@ from ..backends.base import BuildBackend, BuildParts
 from ..boards import Board, board_sources, load_board
 from ..errors import BuildError
 from ..linker import linker_script
-from ..program import serialize
+from ..program import c_api, serialize
 from ..sources import CFLAGS, CXXFLAGS, FIRMWARE, REPO, runtime_sources
 from ..toolchain import CROSS, require, write_if_changed
 from .host import VERIFY_LEVELS
@@ -223,6 +223,26 @@ def _check_args(out_dir: str | Path, verify: str, kernels: str) -> tuple[Path, d
     return out, meta
 
 
+# What newlib's stdio and heap need from an OS (the firmware has none) or from the heap wraps
+# (boards.HEAP_FUNCTIONS): an application's printf, puts, fopen or malloc ends in these.
+_LIBC_SYSCALLS = ("_write", "_read", "_close", "_lseek", "_fstat", "_isatty", "_sbrk", "_kill", "_getpid", "_exit",
+                  "_open", "end")
+_UNDEFINED = re.compile(r"undefined reference to [`'](\w+)'")
+
+
+def libc_hint(log: str) -> str | None:
+    """One line for a link that failed on the C library's system calls or the
+    heap (the application used printf or malloc), naming what to use instead."""
+    missing = list(dict.fromkeys(m for m in _UNDEFINED.findall(log)
+                                 if m in _LIBC_SYSCALLS or m.startswith("__wrap_")))
+    if not missing:
+        return None
+    return (f"the application uses the C library's stdio or heap (printf, puts, malloc, ...), which this firmware "
+            f"does not provide (undefined: {', '.join(missing[:6])}{', ...' if len(missing) > 6 else ''}): print "
+            "with tmcu_platform_write(text, bytes) from boards/platform.h (the board's UART) and use static "
+            "buffers instead of the heap; see \"Your own main.c\" in the README and examples/c_api/main.c")
+
+
 def _make(fw: Path, makefile: str, board: Board, meta: dict, jobs: int | None, verbose: bool) -> None:
     cmd = ["make", "-s", "-f", str(fw / makefile), f"-j{jobs or os.cpu_count() or 1}"]
     proc = subprocess.run(cmd, capture_output=not verbose, text=True)
@@ -235,6 +255,10 @@ def _make(fw: Path, makefile: str, board: Board, meta: dict, jobs: int | None, v
                     if meta.get("quant", "float32") == "float32" else "")
             raise BuildError(f"the firmware does not fit board {board.name}: memory {overflow.group(1)} "
                              f"overflowed by {int(overflow.group(2)):,} bytes{hint}\n{log}")
+        libc = libc_hint(log)
+        if libc:  # one line; the linker's own messages in a file beside the Makefile
+            (fw / "link.log").write_text(log)
+            raise BuildError(f"{libc} (the linker's messages: {fw / 'link.log'})")
         raise BuildError(f"firmware build failed ({' '.join(cmd)}):\n{log}")
 
 
@@ -298,9 +322,11 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
     elf = out / "firmware.elf"
     su = [o.with_suffix(".su") for o in objs if o.with_suffix(".su").is_file()]
     try:
-        analysis = worst_case(elf, su, board.core.has_fpu or board.core.mve != "none", fw / "firmware.map").as_dict()
+        analysis = worst_case(elf, su, board.core.has_fpu or board.core.mve != "none", fw / "firmware.map",
+                              symbol=symbol).as_dict()
     except BuildError as e:  # an image the analysis cannot read: the board's stack, and why
-        analysis = {"computed_bytes": None, "unbounded": [f"not analysed: {e}"], "path": [], "handler_path": []}
+        analysis = {"computed_bytes": None, "unbounded": [f"not analysed: {e}"], "path": [], "handler_path": [],
+                    "model_bytes": None, "model_from": f"not analysed: {e}"}
     computed = analysis["computed_bytes"]
     given = stack or meta.get("stack")
     reserved = given or (stack_with_margin(computed) if computed is not None else board.stack_size)
@@ -315,8 +341,17 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
     record = {**sizes, "ram": ram, "stack": analysis, "verify": verify, "kind": "app" if app_paths else "firmware",
               "app": [str(a) for a in app_paths]}
     (out / "size.json").write_text(json.dumps(record, indent=2) + "\n")
+    _write_atomically(out / c_api.stack_header_name(symbol), c_api.stack_header(symbol, analysis, board.name,
+                                                                                described, opt))
     _report_linked(out, record)
     return elf
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """A reader (another build, an application's compiler) sees the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def firmware_backend(out_dir: str | Path, board: str | Board | None = None) -> BuildBackend | None:

@@ -26,6 +26,14 @@ its frame (8 words, 26 with the FP context, plus 4 bytes of alignment) on
 the interrupted stack. The worst case is the main thread's deepest path plus
 the deepest handler (handlers of one priority do not nest).
 
+The model's own need (`model_bytes`, what `torchmcu build` writes into
+NAME_stack.h as TMCU_NAME_STACK_BYTES): the deepest path under the model's
+C API calls (tmcu_NAME_init, _invoke, _reset) when the image links them, else
+under the runtime functions they call (Program::load, Method::load,
+Method::execute; the line-protocol app calls those) plus the largest frame of
+the C API's own functions (from their .su), with the deepest exception on
+top: what a thread that calls the model needs beneath its own frames.
+
 Recursion makes the depth unbounded, as does a dynamic frame: then the
 result says which function, and the stack cannot be sized from it. A cycle
 that passes through an indirect call (a kernel reached through the table
@@ -290,9 +298,16 @@ class StackResult:
     estimated: list[str] = field(default_factory=list)  # functions on the paths whose frame came from disassembly
     functions: int = 0
     su_functions: int = 0
+    model: int | None = None  # the model's calls: their deepest path + the deepest exception; None when unknown
+    model_main: int = 0  # the model's calls' deepest path alone
+    model_path: list[tuple[str, int, str]] = field(default_factory=list)
+    model_why: str = ""  # how the model's figure was found, or why there is none
 
     def as_dict(self) -> dict[str, Any]:
         return {"computed_bytes": self.computed, "main_bytes": self.main, "handler_bytes": self.handler,
+                "model_bytes": self.model, "model_main_bytes": self.model_main,
+                "model_path": [{"function": f, "frame": b, "from": k} for f, b, k in self.model_path],
+                "model_from": self.model_why,
                 "path": [{"function": f, "frame": b, "from": k} for f, b, k in self.path],
                 "handler_path": [{"function": f, "frame": b, "from": k} for f, b, k in self.handler_path],
                 "unbounded": self.unbounded, "assumed_not_recursive": self.assumed,
@@ -347,7 +362,14 @@ def kernel_table_entries(elf: Elf) -> set[int]:
     return entries & set(elf.functions)
 
 
-def worst_case(elf_path: Path, su_files: list[Path], has_fp: bool, map_path: Path | None = None) -> StackResult:
+# The runtime functions the C API's calls lead to (Program::load, Method::load, Method::execute).
+_RUNTIME_ENTRY = re.compile(r"^_ZNK?8torchmcu(7Program4load|6Method4load|6Method7execute)E")
+API_CALLS = ("init", "invoke", "reset")
+
+
+def worst_case(elf_path: Path, su_files: list[Path], has_fp: bool, map_path: Path | None = None,
+               symbol: str | None = None) -> StackResult:
+    """The image's worst case; with `symbol`, the model's C API calls' too (module docstring)."""
     elf = read_elf(elf_path)
     frames = read_frames(su_files)
     funcs = call_graph(elf_path, elf)
@@ -419,6 +441,32 @@ def worst_case(elf_path: Path, su_files: list[Path], has_fp: bool, map_path: Pat
         memo[addr] = (own + best, best_path)
         return memo[addr]
 
+    # The model's calls first: an unbounded path the application adds elsewhere (its own recursion)
+    # does not make theirs unknown.
+    model_main, model_root, model_rest, model_why = 0, None, [], ""
+    model_unbounded: list[str] = []
+    if symbol is not None:
+        api = [a for a, names in sorted(elf.functions.items()) if any(
+            n in {f"tmcu_{symbol}_{c}" for c in API_CALLS} for n in names)]
+        wrapper = 0
+        if api:
+            roots, model_why = api, "the C API's calls (tmcu_%s_init/invoke/reset) in the image" % symbol
+        else:
+            roots = [a for a, names in sorted(elf.functions.items()) if any(_RUNTIME_ENTRY.match(n) for n in names)]
+            wrapper = max((frames[n].bytes for n in (f"tmcu_{symbol}_{c}" for c in API_CALLS) if n in frames),
+                          default=0)
+            model_why = (f"the runtime's Program::load, Method::load and Method::execute in the image, plus "
+                         f"{wrapper} B for the C API's own frame (tmcu_{symbol}_*.su)")
+        before = len(unbounded)
+        for r in roots:
+            d, p = depth(r)
+            if model_root is None or d > model_main:
+                model_main, model_root, model_rest = d, r, p
+        model_unbounded = unbounded[before:]
+        model_main += wrapper
+        if not roots:
+            model_why = "the image calls none of the model's entry points"
+
     main, main_path = depth(reset)
     exc = FRAME_FP if has_fp else FRAME_BASIC
     handler, handler_path = 0, []
@@ -432,10 +480,18 @@ def worst_case(elf_path: Path, su_files: list[Path], has_fp: bool, map_path: Pat
 
     main_desc = described([reset, *main_path])
     handler_desc = described(handler_path)
-    estimated = sorted({f for f, _, k in main_desc + handler_desc if k == "estimated"})
+    model_desc = described([model_root, *model_rest]) if model_root is not None else []
+    estimated = sorted({f for f, _, k in main_desc + handler_desc + model_desc if k == "estimated"})
+    handlers_unbounded = any("recursion" in u and any(name(a) in u for a in handler_path) for u in unbounded)
+    model = None
+    if model_root is not None and not model_unbounded and not handlers_unbounded:
+        model = model_main + handler
+    elif model_unbounded:
+        model_why = "not bounded: " + "; ".join(sorted(set(model_unbounded)))
     return StackResult(None if unbounded else main + handler, main, handler, main_desc, handler_desc,
                        sorted(set(unbounded)), assumed, estimated, len(funcs),
-                       sum(1 for a in funcs if any(n in frames for n in elf.functions[a])))
+                       sum(1 for a in funcs if any(n in frames for n in elf.functions[a])),
+                       model, model_main, model_desc, model_why)
 
 
 def format_stack(r: dict[str, Any], reserved: int | None = None, measured: int | None = None) -> str:

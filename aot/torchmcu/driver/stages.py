@@ -272,7 +272,7 @@ def _report(ctx: Context) -> None:
                                     "pte": serialize.program_crc(ctx.pte)}
     report["io"] = {"layout": o.io_layout, "inputs": [t.as_meta() for t in ctx.inputs],
                     "outputs": [t.as_meta() for t in ctx.outputs], "edge_ops": edge_ops(pg)}
-    report["placement"] = placement(board, ctx.program_memory, ctx.device_bytes, mem, o.stack)
+    report["placement"] = placement(board, ctx.program_memory, ctx.device_bytes, mem, o.stack, o.quant)
     if o.progress:
         for note in report["placement"]["notes"]:
             print(f"torchmcu: note: {note}", file=sys.stderr, flush=True)

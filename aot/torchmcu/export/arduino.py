@@ -10,7 +10,10 @@ The library follows the Arduino library specification, 1.5 format
     OUT/src/kernels/fast/             the fast paths their files include
     OUT/src/model/                    the program (flash), the arenas (RAM), the
                                       kernel table, the model's C API (NAME.h,
-                                      NAME.cpp), the bundled example input
+                                      NAME.cpp), the bundled example input, and
+                                      NAME_stack.h: the stack figures of the
+                                      directory's last `torchmcu build` (none when
+                                      it was only compiled)
     OUT/src/boards/arduino/           the platform layer (Serial, micros()) and the
                                       server of `torchmcu run --device`
     OUT/src/torchmcu/torchmcu.h       the public C API
@@ -146,7 +149,8 @@ def export_arduino(model_dir: str | Path, out: str | Path, name: str | None = No
     keep = _symbol_closure(roots, candidates)
     kernel_sources = [f for f in candidates if f.lib in keep]
 
-    sources = [*roots, *kernel_sources, *_model_files(mdir, symbol), *_example_input(mdir, meta),
+    sources = [*roots, *kernel_sources, *_model_files(mdir, symbol), _stack_file(mdir, symbol),
+               *_example_input(mdir, meta),
                *(_repo_file(p) for p in sorted(ARDUINO_GLUE.glob("*.cpp"))),
                _File(f"src/{name}.h", _main_header(name, mdir, meta, symbol), None)]
     files = _with_includes(sources)
@@ -337,6 +341,24 @@ def _model_files(mdir: Path, symbol: str) -> list[_File]:
                       f"{symbol}.cc")]
 
 
+def _stack_file(mdir: Path, symbol: str) -> _File:
+    """src/model/NAME_stack.h: the one `torchmcu build` wrote (TMCU_NAME_STACK_BYTES and
+    _FIRMWARE_STACK_BYTES, computed for the board the model was compiled for, with
+    arm-none-eabi-gcc), or, for a directory only compiled, one that says so and defines
+    no figure (the sketch then states no need)."""
+    from ..program.c_api import stack_header_name
+
+    built = mdir / stack_header_name(symbol)
+    if built.is_file():
+        return _File(f"src/model/{built.name}", built.read_text(), built)
+    up = symbol.upper()
+    return _File(f"src/model/{built.name}", (
+        f"/* {built.name}: no stack figure. {mdir.name} was compiled but not built when it was exported:\n"
+        f"   run `torchmcu build {mdir.name}` and export again for TMCU_{up}_STACK_BYTES. */\n"
+        f"#ifndef TORCHMCU_MODEL_{up}_STACK_H_\n#define TORCHMCU_MODEL_{up}_STACK_H_\n"
+        f"#endif /* TORCHMCU_MODEL_{up}_STACK_H_ */\n"), None)
+
+
 def _example_input(mdir: Path, meta: dict) -> list[_File]:
     """src/model/example_input.{h,c}: the example inputs of the compile, in
     the program's input dtypes and layout (float inputs of an int8-input
@@ -405,6 +427,7 @@ def _main_header(name: str, mdir: Path, meta: dict, symbol: str) -> str:
         "#include \"model/model_pte.h\"\n"
         "#include \"model/model_arenas.h\"\n"
         f"#include \"model/{symbol}.h\"\n"
+        f"#include \"model/{symbol}_stack.h\"\n"
         "#include \"model/example_input.h\"\n\n"
         "#ifdef __cplusplus\n"
         "#include \"core/method.h\"\n"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from ..boards import Board, Npu, board_sources, list_boards, load_board
 from ..errors import TorchMCUError
 from ..linker import linker_script
 from ..sources import REPO
+from ..toolchain import CROSS
 
 FIRMWARE = REPO / "firmware"
 PACK_SRC = REPO / "cmsis-pack"
@@ -299,7 +301,9 @@ def _model_meta(model_dir: Path) -> dict:
 
 
 def model_files(model_dir: Path) -> dict[str, Path]:
-    """Path in the pack -> the file, for one compiled model."""
+    """Path in the pack -> the file, for one compiled model; with NAME_stack.h
+    (TMCU_NAME_STACK_BYTES, the stack its calls need) when the directory was
+    built (`torchmcu build` writes it from the linked image's computed worst case)."""
     sym = _model_meta(model_dir).get("symbol", "model")
     out = {}
     for name in (f"{sym}.h", f"{sym}.cc", *MODEL_FILES):
@@ -307,6 +311,9 @@ def model_files(model_dir: Path) -> dict[str, Path]:
         if not f.is_file():
             raise PackError(f"{f} not found: compile the model again with this torchmcu")
         out[f"models/{sym}/{name}"] = f
+    stack = Path(model_dir) / f"{sym}_stack.h"
+    if stack.is_file():
+        out[f"models/{sym}/{stack.name}"] = stack
     return out
 
 
@@ -391,6 +398,10 @@ def build_example(work: Path) -> dict[str, bytes]:
     _, labels = digits.test_set()
     model_dir = work / "model"
     compile(model, example, EXAMPLE_BOARD, model_dir, progress=False)
+    if shutil.which(CROSS + "g++"):  # the stack figure main.c checks the linked stack against (model_stack.h)
+        from ..builder.firmware import build_firmware
+
+        build_firmware(model_dir)
     meta = runner.load_meta(model_dir)
     sample = [np.asarray(example[0].numpy(), dtype=np.float32)]
     blob = runner.io_blob(runner.program_samples(meta, [sample]))
@@ -406,8 +417,10 @@ def build_example(work: Path) -> dict[str, bytes]:
         + "".join(f"  {r},\n" for r in rows) + "};\n\n#endif\n")
     files = {f"{EXAMPLE_DIR}/{p.relative_to(EXAMPLE_SRC).as_posix()}": p.read_bytes()
              for p in sorted(EXAMPLE_SRC.rglob("*")) if p.is_file()}
-    for name in ("model_pte.c", "model_pte.h", "model_arenas.c", "model_arenas.h", "kernel_table.cc"):
-        files[f"{EXAMPLE_DIR}/model/{name}"] = (model_dir / name).read_bytes()
+    for name in ("model_pte.c", "model_pte.h", "model_arenas.c", "model_arenas.h", "kernel_table.cc",
+                 "model_stack.h"):
+        if name != "model_stack.h" or (model_dir / name).is_file():
+            files[f"{EXAMPLE_DIR}/model/{name}"] = (model_dir / name).read_bytes()
     files[f"{EXAMPLE_DIR}/model/digit_io.h"] = io_header.encode()
     return files
 
