@@ -223,14 +223,19 @@ def cmd_run(args: argparse.Namespace) -> int:
                          timeout_s=30.0 if args.timeout is None else args.timeout)
     else:
         res = runner.run(args.dir, inputs, sim=args.sim, profile=True,
-                         timeout_s=300.0 if args.timeout is None else args.timeout, repeat=args.repeat)
+                         timeout_s=300.0 if args.timeout is None else args.timeout, repeat=args.repeat,
+                         cycles=args.sim == "qemu" and not args.no_cycles)
     report = json.loads((Path(args.dir) / "report.json").read_text())
     ops = []
     kernels = res.kernel_instructions()  # each op's kernel, the profiler's own cost taken out
+    cyc = res.cycles  # the cycle model's estimate (QEMU, a core with a timing table), or None
     for i, op in enumerate(report["ops"]):
         entry: dict[str, Any] = {"name": op["name"], "kind": op["kind"], "backend": op["backend"]}
         if i < len(kernels):
             entry["instructions"] = kernels[i]
+        if cyc is not None and i < len(cyc.op_cycles):
+            entry["cycles"] = round(cyc.op_cycles[i])
+            entry["cycles_with_wait_states"] = round(cyc.op_cycles[i] + cyc.op_wait[i])
         ops.append(entry)
     per_inference = [res.instructions(t) for t in res.sample_ticks]
     # Inputs shaped like the example inputs are one sample: outputs then come
@@ -250,6 +255,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "the host runner counts no instructions",
         "stack_used": res.stack_used,
     }
+    if cyc is not None:
+        result["cycles"] = cyc.to_json()
     if res.sim_instructions is not None:  # Renode: its own count of the whole run (load, every sample, output)
         result["simulator_instructions"] = res.sim_instructions
         result["note"] = "Renode: ticks of its virtual clock; simulator_instructions: the whole run, Renode's count"
@@ -296,10 +303,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         profile = {"sim": f"device {args.device}" if args.device else args.sim,
                    "instructions": result["instructions"], "load_instructions": result["load_instructions"],
                    "framework_overhead_per_op": result["framework_overhead_per_op"], "repeat": args.repeat,
-                   "note": result["note"],
+                   "note": result["note"], "cycles": result.get("cycles"),
                    "ops": sorted(({"index": i, **op} for i, op in enumerate(ops)),
                                  key=lambda op: -(op.get("instructions") or 0))}
         (Path(args.dir) / "profile.json").write_text(json.dumps(profile, indent=2) + "\n")
+        from .sim.cycles.chart import render_profile
+        png = render_profile(ops, f"{meta.get('board', '')}: per op" + (f", {cyc.latency_line()}" if cyc else ""))
+        if png is not None:
+            (Path(args.dir) / "profile.png").write_bytes(png)
     if args.json:
         print(json.dumps(result))
     else:
@@ -308,6 +319,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if result["instructions"] is not None:
             print(f"instructions per inference: {result['instructions']:,} (QEMU -icount, not cycles); "
                   f"load: {result['load_instructions']:,}")
+            if cyc is not None and cyc.latency_line():
+                print(cyc.latency_line())
             if result["framework_overhead_per_op"] is not None:
                 print(f"framework overhead: {result['framework_overhead_per_op']:,} instructions per op "
                       f"(inference less the kernels' own, over {len(ops)} ops; mean of {args.repeat} run(s))")
@@ -318,9 +331,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             counts = ", ".join(f"{name} {v:,.0f}" for name, v in figures.items() if name not in ("cycles", "calls"))
             print(f"NPU partition {k}: {figures.get('cycles', 0):,.0f} cycles per call (PMU; {counts})")
         if args.profile:
-            print(f"{'#':>3}  {'op':<24} {'kind':<12} {'instructions':>12}")
+            print(f"{'#':>3}  {'op':<24} {'kind':<12} {'instructions':>12}" + (
+                f" {'cycles':>12} {'+wait states':>12}" if cyc is not None else ""))
             for i, op in sorted(enumerate(ops), key=lambda e: -(e[1].get("instructions") or 0)):
-                print(f"{i:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op.get('instructions') or 0:>12,}")
+                print(f"{i:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op.get('instructions') or 0:>12,}" + (
+                    f" {op.get('cycles', 0):>12,} {op.get('cycles_with_wait_states', 0):>12,}" if cyc else ""))
         stack = _stack_line(args.dir, res.stack_used, res.stack_size)
         if stack:
             print(stack)
@@ -527,7 +542,10 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("--sqnr-floor", type=float, metavar="DB",
                    help="warn when an output's SQNR against the float model is below DB (default 10)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
-    r.add_argument("--profile", action="store_true", help="print instructions per op, costliest first, and write DIR/profile.json")
+    r.add_argument("--profile", action="store_true", help="print instructions (and cycles) per op, costliest first, "
+                   "and write DIR/profile.json and DIR/profile.png")
+    r.add_argument("--no-cycles", action="store_true", help="QEMU: skip the cycle model (its log makes a run slower); "
+                   "no ms estimate then")
     r.add_argument("--timeout", type=float, help="seconds before the simulator is stopped (default 300); with "
                    "--device, the longest wait for the board's answer to one sample (default 30)")
     r.add_argument("--device", metavar="PORT", help="run on a board over this serial port (or pyserial URL), "

@@ -1,0 +1,230 @@
+"""Every executed instruction of a QEMU run, from QEMU's own logs.
+
+`-d in_asm,exec,nochain` makes QEMU print each translation block's
+instructions once, when it translates it (in_asm: address, bytes, capstone's
+text), and a line for every execution of a block (exec: "Trace 0: <host
+pointer> [.../<guest pc>/...]"); nochain sends every block back through the
+main loop, so no execution goes unlogged. The log goes to a FIFO read while
+QEMU runs, so nothing of it lands on disk.
+
+A block's instructions are bound to the host pointer of the first execution
+that follows its translation. Under -icount a block that touches a device is
+cut short ("cpu_io_recompile: rewound execution of TB to <pc>") and run again
+from <pc>: the instructions from <pc> on are taken back from the execution
+that was cut.
+
+Marks: the guest addresses of functions (the profiler's op_begin/op_end,
+Method::execute, tmcu_platform_ticks) whose blocks, when they start, record
+(cycles, instructions, wait-state cycles) so far: trace segments between marks
+give per-op and per-inference figures.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .isa import decode
+from .model import Block, CoreTiming, price_block
+
+_IN_ASM = re.compile(r"^0x([0-9a-f]+):\s+((?:[0-9a-f]{4} ?){1,2})\s+(\S+)\s*(.*)$")
+_REWOUND = re.compile(r"rewound execution of TB to ([0-9a-f]+)")
+
+
+@dataclass
+class Memory:
+    """Where a block's bytes (or a literal) come from, as the board declares it."""
+    base: int
+    end: int
+    wait_states: int
+    line_bytes: int  # the width of one access: each new line of code costs wait_states
+
+
+@dataclass
+class Trace:
+    cycles: int = 0  # at zero wait states
+    wait: int = 0  # the wait states' cycles on top
+    instructions: int = 0
+    classes: Counter = field(default_factory=Counter)  # executed instructions by timing class
+    marks: list[tuple[int, int, int, int]] = field(default_factory=list)  # (address, cycles, instructions, wait)
+    blocks: int = 0  # blocks executed
+    translations: int = 0
+
+
+def block_wait(b: Block, memories: list[Memory]) -> int:
+    """Wait-state cycles of one execution of `b`: each access line of code it spans in a
+    memory with wait states costs them (no prefetch, no cache, no ART: an upper
+    bound on the fetch side), and each literal load from it too."""
+    for m in memories:
+        if m.base <= b.start < m.end and m.wait_states:
+            lines = (b.end - 1) // m.line_bytes - b.start // m.line_bytes + 1
+            return (lines + b.literals) * m.wait_states
+    return 0
+
+
+class TraceParser:
+    """Reads a QEMU log line by line and accumulates a Trace."""
+
+    def __init__(self, core: CoreTiming, memories: list[Memory], marks: set[int] | None = None,
+                 code: dict[int, tuple[int, str, str]] | None = None):
+        """`code`: the ELF's instructions (isa.disassemble); a block's
+        instructions are read there from its first address to its last byte
+        (QEMU's in_asm gives the extent), else from in_asm's text."""
+        self.code = code or {}
+        self.core = core
+        self.memories = memories
+        self.marks = marks or set()
+        self.trace = Trace()
+        self.by_ptr: dict[str, Block] = {}
+        self.insns_by_ptr: dict[str, list] = {}
+        self.executions: Counter = Counter()
+        self.pending: list | None = None
+        self.prev: Block | None = None
+        self.prev_ptr: str | None = None
+
+    def feed(self, lines) -> None:
+        t = self.trace
+        by_ptr, marks, executions = self.by_ptr, self.marks, self.executions
+        prev = self.prev
+        cycles, wait, instructions = t.cycles, t.wait, t.instructions
+        pending = self.pending
+        for line in lines:
+            if line.startswith("Trace "):
+                i = line.index(" ", 9)
+                ptr = line[9:i]
+                pc = int(line[line.index("/", i) + 1:line.index("/", i) + 9], 16)
+                if pending is not None:
+                    if pending and pending[0].address == pc:
+                        pending = self._from_code(pending)
+                        b = price_block(pending, self.core)
+                        b.wait = block_wait(b, self.memories)
+                        by_ptr[ptr] = b
+                        self.insns_by_ptr[ptr] = pending
+                        t.translations += 1
+                    pending = None
+                b = by_ptr.get(ptr)
+                if b is None:
+                    continue
+                if prev is not None:
+                    if prev.conditional and pc != prev.fallthrough:
+                        cycles += prev.taken
+                    if prev.drain and b.first_pipe == prev.tail_pipe:
+                        cycles += prev.drain
+                if pc in marks:
+                    t.marks.append((pc, cycles, instructions, wait))
+                cycles += b.cycles
+                wait += b.wait
+                instructions += b.insns
+                executions[ptr] += 1
+                prev = b
+                self.prev_ptr = ptr
+            elif line.startswith("0x"):
+                m = _IN_ASM.match(line)
+                if m and pending is not None:
+                    raw = m.group(2).split()
+                    pending.append(decode(int(m.group(1), 16), 2 * len(raw), m.group(3), m.group(4)))
+            elif line.startswith("IN:"):
+                pending = []
+            elif line.startswith("cpu_io_recompile"):
+                m = _REWOUND.search(line)
+                if m and prev is not None and self.prev_ptr is not None:
+                    # take back the instructions from the rewind point on (priced as a block of their own)
+                    cut = int(m.group(1), 16)
+                    tail = [x for x in self.insns_by_ptr[self.prev_ptr] if x.address >= cut]
+                    if tail:
+                        tb = price_block(tail, self.core)
+                        cycles -= tb.cycles
+                        instructions -= tb.insns
+                        wait -= block_wait(tb, self.memories)
+                        for cls, n in tb.classes.items():
+                            t.classes[cls] -= n
+                    prev = None
+        self.prev, self.pending = prev, pending
+        t.cycles, t.wait, t.instructions = cycles, wait, instructions
+
+    def _from_code(self, logged: list) -> list:
+        """The block's instructions as the ELF's disassembly has them, over
+        the bytes QEMU translated; in_asm's own where the ELF has none."""
+        if not self.code:
+            return logged
+        start, end = logged[0].address, logged[-1].address + logged[-1].size
+        by_addr = {x.address: x for x in logged}
+        out = []
+        a = start
+        while a < end:
+            got = self.code.get(a)
+            if got is None:
+                x = by_addr.get(a)
+                if x is None:
+                    return logged
+                out.append(x)
+                a += x.size
+                continue
+            out.append(decode(a, got[0], got[1], got[2]))
+            a += got[0]
+        return out
+
+    def finish(self) -> Trace:
+        t = self.trace
+        for ptr, n in self.executions.items():
+            for cls, k in self.by_ptr[ptr].classes.items():
+                t.classes[cls] += k * n
+        t.blocks = sum(self.executions.values())
+        t.classes = Counter({k: v for k, v in t.classes.items() if v})
+        return t
+
+
+def traced_command(cmd: list[str], log_path: str | Path) -> list[str]:
+    """A QEMU command line that also logs every executed block to `log_path`."""
+    return [*cmd, "-d", "in_asm,exec,nochain", "-D", str(log_path)]
+
+
+def run_traced(cmd: list[str], parser: TraceParser, timeout_s: float, cwd: str | Path | None = None,
+               ) -> tuple[str, str, int, bool]:
+    """Runs QEMU command `cmd` (without -d) with its log on a FIFO that `parser`
+    reads as it comes. Returns (stdout, stderr, exit status, timed out)."""
+    with tempfile.TemporaryDirectory(prefix="tmcu-trace-") as tmp:
+        fifo = Path(tmp) / "qemu.log"
+        os.mkfifo(fifo)
+        proc = subprocess.Popen(traced_command(cmd, fifo), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=cwd or tmp)
+        outs: dict[str, bytes] = {}
+
+        def drain(name: str, stream) -> None:
+            outs[name] = stream.read()
+        readers = [threading.Thread(target=drain, args=(n, s), daemon=True)
+                   for n, s in (("out", proc.stdout), ("err", proc.stderr))]
+        for r in readers:
+            r.start()
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            # Opening the FIFO blocks until QEMU opens it for writing; should QEMU die before
+            # it does, a writer of our own unblocks it.
+            def unblock() -> None:
+                proc.wait()
+                try:
+                    fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                    os.close(fd)
+                except OSError:
+                    pass
+            threading.Thread(target=unblock, daemon=True).start()
+            with open(fifo, encoding="utf-8", errors="replace", buffering=1 << 20) as log:
+                parser.feed(log)
+            proc.wait()
+        finally:
+            timed_out = not timer.is_alive() and proc.returncode is not None and proc.returncode < 0
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for r in readers:
+                r.join()
+    return (outs.get("out", b"").decode("utf-8", "replace"), outs.get("err", b"").decode("utf-8", "replace"),
+            proc.returncode, timed_out)
