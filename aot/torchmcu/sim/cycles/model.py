@@ -117,6 +117,8 @@ class Block:
     tail_pipe: str = ""
     first_pipe: str = ""
     wait: int = 0  # wait states of the board's memories (trace.py sets them)
+    mark: bool = False  # it starts at a mark (trace.py)
+    executions: int = 0  # times run (trace.py)
 
 
 def price_block(insns: list[Insn], core: CoreTiming) -> Block:

@@ -83,28 +83,30 @@ class TraceParser:
         self.trace = Trace()
         self.by_ptr: dict[str, Block] = {}
         self.insns_by_ptr: dict[str, list] = {}
-        self.executions: Counter = Counter()
+        self.all_blocks: list[Block] = []
         self.pending: list | None = None
         self.prev: Block | None = None
         self.prev_ptr: str | None = None
 
     def feed(self, lines) -> None:
         t = self.trace
-        by_ptr, marks, executions = self.by_ptr, self.marks, self.executions
+        by_ptr, marks, mark_list = self.by_ptr, self.marks, self.trace.marks
         prev = self.prev
+        prev_ptr = self.prev_ptr
         cycles, wait, instructions = t.cycles, t.wait, t.instructions
         pending = self.pending
         for line in lines:
-            if line.startswith("Trace "):
-                i = line.index(" ", 9)
-                ptr = line[9:i]
-                pc = int(line[line.index("/", i) + 1:line.index("/", i) + 9], 16)
+            if line[:1] == "T":  # "Trace 0: <host pointer> [<cs_base>/<pc>/<flags>/<cflags>] <symbol>"
+                ptr = line.split(" ", 3)[2]
                 if pending is not None:
+                    pc = int(line[line.index("[") + 10:line.index("[") + 18], 16)
                     if pending and pending[0].address == pc:
                         pending = self._from_code(pending)
-                        b = price_block(pending, self.core)
-                        b.wait = block_wait(b, self.memories)
-                        by_ptr[ptr] = b
+                        nb = price_block(pending, self.core)
+                        nb.wait = block_wait(nb, self.memories)
+                        nb.mark = pc in marks
+                        by_ptr[ptr] = nb
+                        self.all_blocks.append(nb)
                         self.insns_by_ptr[ptr] = pending
                         t.translations += 1
                     pending = None
@@ -112,18 +114,18 @@ class TraceParser:
                 if b is None:
                     continue
                 if prev is not None:
-                    if prev.conditional and pc != prev.fallthrough:
+                    if prev.conditional and b.start != prev.fallthrough:
                         cycles += prev.taken
                     if prev.drain and b.first_pipe == prev.tail_pipe:
                         cycles += prev.drain
-                if pc in marks:
-                    t.marks.append((pc, cycles, instructions, wait))
+                if b.mark:
+                    mark_list.append((b.start, cycles, instructions, wait))
                 cycles += b.cycles
                 wait += b.wait
                 instructions += b.insns
-                executions[ptr] += 1
+                b.executions += 1
                 prev = b
-                self.prev_ptr = ptr
+                prev_ptr = ptr
             elif line.startswith("0x"):
                 m = _IN_ASM.match(line)
                 if m and pending is not None:
@@ -133,10 +135,10 @@ class TraceParser:
                 pending = []
             elif line.startswith("cpu_io_recompile"):
                 m = _REWOUND.search(line)
-                if m and prev is not None and self.prev_ptr is not None:
+                if m and prev is not None and prev_ptr is not None:
                     # take back the instructions from the rewind point on (priced as a block of their own)
                     cut = int(m.group(1), 16)
-                    tail = [x for x in self.insns_by_ptr[self.prev_ptr] if x.address >= cut]
+                    tail = [x for x in self.insns_by_ptr[prev_ptr] if x.address >= cut]
                     if tail:
                         tb = price_block(tail, self.core)
                         cycles -= tb.cycles
@@ -145,7 +147,7 @@ class TraceParser:
                         for cls, n in tb.classes.items():
                             t.classes[cls] -= n
                     prev = None
-        self.prev, self.pending = prev, pending
+        self.prev, self.pending, self.prev_ptr = prev, pending, prev_ptr
         t.cycles, t.wait, t.instructions = cycles, wait, instructions
 
     def _from_code(self, logged: list) -> list:
@@ -170,12 +172,17 @@ class TraceParser:
             a += got[0]
         return out
 
+    def blocks_seen(self) -> list[Block]:
+        return self.all_blocks
+
     def finish(self) -> Trace:
         t = self.trace
-        for ptr, n in self.executions.items():
-            for cls, k in self.by_ptr[ptr].classes.items():
-                t.classes[cls] += k * n
-        t.blocks = sum(self.executions.values())
+        # A host pointer reused by a later translation keeps only the last block: count the blocks seen.
+        seen = {id(b): b for b in self.blocks_seen()}
+        for b in seen.values():
+            for cls, k in b.classes.items():
+                t.classes[cls] += k * b.executions
+        t.blocks = sum(b.executions for b in seen.values())
         t.classes = Counter({k: v for k, v in t.classes.items() if v})
         return t
 
