@@ -199,6 +199,7 @@ def _is_app_build(out_dir: str) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     from . import numerics
     from .sim import runner
+    from .sim.cycles import annotate_ops, cycle_columns, write_profile_png
 
     require_build_dir(args.dir)
     args.check = args.check or args.strict
@@ -222,21 +223,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         res = run_device(args.dir, inputs, args.device, baud=args.baud, profile=True,
                          timeout_s=30.0 if args.timeout is None else args.timeout)
     else:
-        res = runner.run(args.dir, inputs, sim=args.sim, profile=True,
-                         timeout_s=300.0 if args.timeout is None else args.timeout, repeat=args.repeat,
-                         cycles=args.sim == "qemu" and not args.no_cycles)
+        res = runner.run(args.dir, inputs, sim=args.sim, profile=True, cycles=args.sim == "qemu" and not args.no_cycles,
+                         timeout_s=300.0 if args.timeout is None else args.timeout, repeat=args.repeat)
     report = json.loads((Path(args.dir) / "report.json").read_text())
     ops = []
     kernels = res.kernel_instructions()  # each op's kernel, the profiler's own cost taken out
-    cyc = res.cycles  # the cycle model's estimate (QEMU, a core with a timing table), or None
     for i, op in enumerate(report["ops"]):
         entry: dict[str, Any] = {"name": op["name"], "kind": op["kind"], "backend": op["backend"]}
         if i < len(kernels):
             entry["instructions"] = kernels[i]
-        if cyc is not None and i < len(cyc.op_cycles):
-            entry["cycles"] = round(cyc.op_cycles[i])
-            entry["cycles_with_wait_states"] = round(cyc.op_cycles[i] + cyc.op_wait[i])
         ops.append(entry)
+    cyc = annotate_ops(ops, res.cycles)  # the cycle model's estimate (QEMU, a core with a timing table), or None
     per_inference = [res.instructions(t) for t in res.sample_ticks]
     # Inputs shaped like the example inputs are one sample: outputs then come
     # back shaped as PyTorch gives them, without the sample axis.
@@ -253,10 +250,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         "ops": ops,
         "note": "instruction counts from QEMU -icount shift=0, not cycles" if args.sim == "qemu" else
                 "the host runner counts no instructions",
-        "stack_used": res.stack_used,
+        "stack_used": res.stack_used, **({"cycles": cyc.to_json()} if cyc else {}),
     }
-    if cyc is not None:
-        result["cycles"] = cyc.to_json()
     if res.sim_instructions is not None:  # Renode: its own count of the whole run (load, every sample, output)
         result["simulator_instructions"] = res.sim_instructions
         result["note"] = "Renode: ticks of its virtual clock; simulator_instructions: the whole run, Renode's count"
@@ -307,10 +302,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                    "ops": sorted(({"index": i, **op} for i, op in enumerate(ops)),
                                  key=lambda op: -(op.get("instructions") or 0))}
         (Path(args.dir) / "profile.json").write_text(json.dumps(profile, indent=2) + "\n")
-        from .sim.cycles.chart import render_profile
-        png = render_profile(ops, f"{meta.get('board', '')}: per op" + (f", {cyc.latency_line()}" if cyc else ""))
-        if png is not None:
-            (Path(args.dir) / "profile.png").write_bytes(png)
+        write_profile_png(args.dir, ops, meta.get("board", ""), cyc)
     if args.json:
         print(json.dumps(result))
     else:
@@ -331,11 +323,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             counts = ", ".join(f"{name} {v:,.0f}" for name, v in figures.items() if name not in ("cycles", "calls"))
             print(f"NPU partition {k}: {figures.get('cycles', 0):,.0f} cycles per call (PMU; {counts})")
         if args.profile:
-            print(f"{'#':>3}  {'op':<24} {'kind':<12} {'instructions':>12}" + (
-                f" {'cycles':>12} {'+wait states':>12}" if cyc is not None else ""))
+            print(f"{'#':>3}  {'op':<24} {'kind':<12} {'instructions':>12}" + cycle_columns(None, cyc))
             for i, op in sorted(enumerate(ops), key=lambda e: -(e[1].get("instructions") or 0)):
-                print(f"{i:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op.get('instructions') or 0:>12,}" + (
-                    f" {op.get('cycles', 0):>12,} {op.get('cycles_with_wait_states', 0):>12,}" if cyc else ""))
+                print(f"{i:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op.get('instructions') or 0:>12,}"
+                      + cycle_columns(op, cyc))
         stack = _stack_line(args.dir, res.stack_used, res.stack_size)
         if stack:
             print(stack)
@@ -543,9 +534,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="warn when an output's SQNR against the float model is below DB (default 10)")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
     r.add_argument("--profile", action="store_true", help="print instructions (and cycles) per op, costliest first, "
-                   "and write DIR/profile.json and DIR/profile.png")
-    r.add_argument("--no-cycles", action="store_true", help="QEMU: skip the cycle model (its log makes a run slower); "
-                   "no ms estimate then")
+                   "and write DIR/profile.json and profile.png")
+    r.add_argument("--no-cycles", action="store_true", help="QEMU: no cycle model, no ms estimate (a faster run)")
     r.add_argument("--timeout", type=float, help="seconds before the simulator is stopped (default 300); with "
                    "--device, the longest wait for the board's answer to one sample (default 30)")
     r.add_argument("--device", metavar="PORT", help="run on a board over this serial port (or pyserial URL), "

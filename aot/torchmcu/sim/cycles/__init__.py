@@ -175,3 +175,32 @@ def estimate(board: Board, elf: str | Path, trace: Trace, n_ops: int = 0, repeat
         inference[2] if inference else None, op_cycles, op_wait, trace.classes, trace.cycles, trace.instructions,
         [{"name": m.name, "wait_states": m.wait_states, "line_bytes": m.line_bytes} for m in board.memories
          if m.wait_states])
+
+
+# -- `torchmcu run`'s use of the estimate (kept here: cli.py stays short) ----------------------------------------
+
+def annotate_ops(ops: list[dict[str, Any]], est: CycleEstimate | None) -> CycleEstimate | None:
+    """Adds each op's cycles (zero wait states, and with the board's) to `ops` (program order); returns `est`."""
+    if est is not None:
+        for i, op in enumerate(ops[:len(est.op_cycles)]):
+            op["cycles"] = round(est.op_cycles[i])
+            op["cycles_with_wait_states"] = round(est.op_cycles[i] + est.op_wait[i])
+    return est
+
+
+def cycle_columns(op: dict[str, Any] | None, est: CycleEstimate | None) -> str:
+    """The profile table's cycle columns: the header for op None; nothing without an estimate."""
+    if est is None:
+        return ""
+    if op is None:
+        return f" {'cycles':>12} {'+wait states':>12}"
+    return f" {op.get('cycles', 0):>12,} {op.get('cycles_with_wait_states', 0):>12,}"
+
+
+def write_profile_png(out_dir: str | Path, ops: list[dict[str, Any]], board: str, est: CycleEstimate | None) -> None:
+    """DIR/profile.png: instructions and cycles per op (chart.py)."""
+    from .chart import render_profile
+
+    png = render_profile(ops, f"{board}: per op" + (f"; {est.latency_line()}" if est and est.latency_line() else ""))
+    if png is not None:
+        (Path(out_dir) / "profile.png").write_bytes(png)

@@ -119,6 +119,7 @@ class Block:
     wait: int = 0  # wait states of the board's memories (trace.py sets them)
     mark: bool = False  # it starts at a mark (trace.py)
     executions: int = 0  # times run (trace.py)
+    self_loop: bool = False  # its last instruction may branch to its own start
 
 
 def price_block(insns: list[Insn], core: CoreTiming) -> Block:
@@ -176,5 +177,8 @@ def price_block(insns: list[Insn], core: CoreTiming) -> Block:
         prev, prev_row, prev_cost = ins, row, c
     pending = [(end, p) for p, end in pipes.items() if end > t]
     drain, tail = (max(pending)[0] - t, max(pending)[1]) if pending else (0, "")
-    return Block(insns[0].address, last.address + last.size, len(insns), t, conditional, taken,
-                 last.address + last.size, literals, classes, drain, tail, first_pipe)
+    block = Block(insns[0].address, last.address + last.size, len(insns), t, conditional, taken,
+                  last.address + last.size, literals, classes, drain, tail, first_pipe)
+    block.self_loop = last.target == insns[0].address or last.cls in ("loop_end", "ldm_pc", "load_pc", "alu_pc") or (
+        last.cls == "branch" and last.target is None)
+    return block

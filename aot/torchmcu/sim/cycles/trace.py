@@ -55,6 +55,7 @@ class Trace:
     marks: list[tuple[int, int, int, int]] = field(default_factory=list)  # (address, cycles, instructions, wait)
     blocks: int = 0  # blocks executed
     translations: int = 0
+    retried: int = 0  # logged executions taken back: the block exited before running (icount budget)
 
 
 def block_wait(b: Block, memories: list[Memory]) -> int:
@@ -113,7 +114,19 @@ class TraceParser:
                 b = by_ptr.get(ptr)
                 if b is None:
                     continue
-                if prev is not None:
+                if prev is not None and b.start == prev.start and (ptr != prev_ptr or not prev.self_loop):
+                    # The same start again, not by the block's own branch: the last line was no execution.
+                    # Under -icount a block whose instruction budget ran out exits before its first
+                    # instruction (QEMU refills the budget, at most 0xffff at a time, and runs it again,
+                    # or a shorter block for what is left): take that line back.
+                    cycles -= prev.cycles
+                    wait -= prev.wait
+                    instructions -= prev.insns
+                    prev.executions -= 1
+                    if prev.mark and mark_list:
+                        mark_list.pop()
+                    t.retried += 1
+                elif prev is not None:
                     if prev.conditional and b.start != prev.fallthrough:
                         cycles += prev.taken
                     if prev.drain and b.first_pipe == prev.tail_pipe:
