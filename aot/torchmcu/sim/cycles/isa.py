@@ -21,7 +21,7 @@ _SCALAR = {
                     "qadd qsub qdadd qdsub qadd8 qadd16 qsub8 qsub16 qasx qsax uqadd8 uqadd16 uqsub8 uqsub16 "
                     "uqasx uqsax sadd8 sadd16 ssub8 ssub16 sasx ssax uadd8 uadd16 usub8 usub16 uasx usax "
                     "shadd8 shadd16 shsub8 shsub16 shasx shsax uhadd8 uhadd16 uhsub8 uhsub16 uhasx uhsax "
-                    "usad8 usada8 neg cpy".split(), "alu"),
+                    "usad8 usada8 neg cpy addw subw".split(), "alu"),
     **dict.fromkeys("mul smulbb smulbt smultb smultt smulwb smulwt smmul smmulr smuad smuadx smusd smusdx"
                     .split(), "mul"),
     **dict.fromkeys("mla mls smlabb smlabt smlatb smlatt smlawb smlawt smmla smmlar smmls smmlsr smlad smladx "
