@@ -156,6 +156,25 @@ def test_m33_takes_the_m4_rows(tmp_path) -> None:
     assert measure(tmp_path, "mps2-an505", body)[0] == manual + BX_LR
 
 
+@needs_qemu
+@needs_arm_gcc
+def test_m3_multiplies_from_its_own_table(tmp_path) -> None:
+    """Cortex-M3 TRM Table 3-1: MLA 2 (the M4's is 1), UMULL 3 to 5 (the model: 4); the rest the M4's."""
+    assert measure(tmp_path, "mps2-an385", rept(4, "mla r2, r3, r4, r2"))[0] == 4 * 2 + BX_LR
+    assert measure(tmp_path, "mps2-an385", rept(2, "umull r2, r3, r4, r5"))[0] == 2 * 4 + BX_LR
+    body, manual = M4_CASES["dependent loads"]
+    assert measure(tmp_path, "mps2-an385", body)[0] == manual + BX_LR
+
+
+def test_a_core_without_a_table_gets_no_estimate() -> None:
+    """The Cortex-M7 has no public instruction timings: no model, `run` prints instructions only."""
+    from torchmcu.sim.cycles import has_model
+
+    assert not has_model(load_board("mps2-an500"))
+    assert all(has_model(load_board(b)) for b in ("mps2-an385", "mps2-an386", "mps2-an505", "mps3-an547",
+                                                   "nucleo-l4r5zi", "nucleo-u575zi-q"))
+
+
 # -- Cortex-M55 (mps3-an547) -----------------------------------------------------------------------------------
 # The M55 SOG: an MVE instruction takes two beats in its pipe; the next instruction issues in the
 # second beat unless it needs the same pipe.

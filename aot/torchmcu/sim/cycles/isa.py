@@ -227,7 +227,8 @@ def _decode_vector(address: int, size: int, core: str, dtype: str, ops: str) -> 
     return Insn(address, size, "other", core, False, frozenset(), regs, frozenset())
 
 
-OBJDUMP_ARCH = {"cortex-m3": "armv7-m", "cortex-m4": "armv7e-m", "cortex-m7": "armv7e-m",
+# objdump -m machines (it has no armv7-m: armv7e-m, a superset, reads M3 code the same)
+OBJDUMP_ARCH = {"cortex-m3": "armv7e-m", "cortex-m4": "armv7e-m", "cortex-m7": "armv7e-m",
                 "cortex-m33": "armv8-m.main", "cortex-m35p": "armv8-m.main", "cortex-m55": "armv8.1-m.main",
                 "cortex-m85": "armv8.1-m.main"}
 _OBJDUMP_LINE = re.compile(r"^\s*([0-9a-f]+):\s+((?:[0-9a-f]{4} ?){1,2})\s+(\S+)\s*(.*)$")
