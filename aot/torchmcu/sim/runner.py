@@ -227,7 +227,10 @@ def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str | Runner = "qemu
     if cycles and getattr(r, "name", "") == "qemu" and hasattr(r, "run_traced"):
         from . import cycles as cyc
         if cyc.has_model(board):
-            parser = cyc.tracer(board, image)
+            try:
+                parser = cyc.tracer(board, image)
+            except TorchMCUError:  # no objdump/nm: the run goes on without the estimate
+                parser = None
     res = (r.run_traced(board, image, blob, parser, timeout_s=timeout_s) if parser is not None
            else r.run(board, image, blob, timeout_s=timeout_s))
     if res.timed_out:

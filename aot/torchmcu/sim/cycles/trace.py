@@ -227,16 +227,22 @@ def run_traced(cmd: list[str], parser: TraceParser, timeout_s: float, cwd: str |
         try:
             # Opening the FIFO blocks until QEMU opens it for writing; should QEMU die before
             # it does, a writer of our own unblocks it.
+            done = threading.Event()
+
             def unblock() -> None:
                 proc.wait()
-                try:
-                    fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-                    os.close(fd)
-                except OSError:
-                    pass
+                while not done.is_set():
+                    try:
+                        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                        return
+                    except OSError:  # no reader yet (ENXIO): the main thread is about to open it
+                        done.wait(0.05)
             threading.Thread(target=unblock, daemon=True).start()
-            with open(fifo, encoding="utf-8", errors="replace", buffering=1 << 20) as log:
-                parser.feed(log)
+            try:
+                with open(fifo, encoding="utf-8", errors="replace", buffering=1 << 20) as log:
+                    parser.feed(log)
+            finally:
+                done.set()
             proc.wait()
         finally:
             timed_out = not timer.is_alive() and proc.returncode is not None and proc.returncode < 0
