@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import textwrap
 from typing import Any
 
 
@@ -37,7 +38,7 @@ def render_profile(ops: list[dict[str, Any]], title: str) -> bytes | None:
     ax.set_xticks(xs)
     ax.set_xticklabels([f"{i} {o['name'][:16]}" for i, o in enumerate(ops)], rotation=90, fontsize=6)
     ax.set_ylabel("per op")
-    ax.set_title(title, fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(title, 100)), fontsize=8)
     ax.legend(fontsize=7)
     fig.tight_layout()
     png = io.BytesIO()
