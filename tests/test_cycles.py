@@ -292,3 +292,7 @@ def test_run_profile_gives_ms_and_cycles_per_op(tmp_path) -> None:
     assert sum(op["cycles"] for op in ops) < cyc["inference_cycles"]
     assert (out / "profile.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert cyc["inference_ms"] == pytest.approx(cyc["inference_cycles"] / 120e3)
+    # The compile report gains the latency (a rebuild drops it: it is the old image's).
+    assert json.loads((out / "report.json").read_text())["latency"]["inference_cycles"] == cyc["inference_cycles"]
+    text = (out / "report.txt").read_text()
+    assert text.count("Latency (torchmcu run, estimate):") == 1 and "ms at 120 MHz" in text.split("Latency")[-1]

@@ -199,7 +199,7 @@ def _is_app_build(out_dir: str) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     from . import numerics
     from .sim import runner
-    from .sim.cycles import annotate_ops, cycle_columns, write_profile_png
+    from .sim.cycles import annotate_ops, cycle_columns, record_latency, write_profile_png
 
     require_build_dir(args.dir)
     args.check = args.check or args.strict
@@ -234,6 +234,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             entry["instructions"] = kernels[i]
         ops.append(entry)
     cyc = annotate_ops(ops, res.cycles)  # the cycle model's estimate (QEMU, a core with a timing table), or None
+    record_latency(args.dir, cyc)  # report.json "latency", report.txt's last section
     per_inference = [res.instructions(t) for t in res.sample_ticks]
     # Inputs shaped like the example inputs are one sample: outputs then come
     # back shaped as PyTorch gives them, without the sample axis.

@@ -204,3 +204,25 @@ def write_profile_png(out_dir: str | Path, ops: list[dict[str, Any]], board: str
     png = render_profile(ops, f"{board}: per op" + (f"; {est.latency_line()}" if est and est.latency_line() else ""))
     if png is not None:
         (Path(out_dir) / "profile.png").write_bytes(png)
+
+
+LATENCY_MARK = "Latency (torchmcu run, estimate):"
+
+
+def record_latency(out_dir: str | Path, est: CycleEstimate | None) -> None:
+    """The compile report's latency: report.json "latency" and a last section of
+    report.txt, as `torchmcu build` adds its linked sizes (a new build drops them:
+    they are the old image's)."""
+    import json
+
+    if est is None or est.inference_cycles is None:
+        return
+    out = Path(out_dir)
+    rj, rt = out / "report.json", out / "report.txt"
+    if rj.is_file():
+        report = json.loads(rj.read_text())
+        report["latency"] = {k: v for k, v in est.to_json().items() if k != "instructions_by_class"}
+        rj.write_text(json.dumps(report, indent=2) + "\n")
+    if rt.is_file():
+        text = rt.read_text().split("\n" + LATENCY_MARK)[0].rstrip("\n") + "\n"
+        rt.write_text(text + "\n" + LATENCY_MARK + "\n  " + (est.latency_line() or "") + "\n")
