@@ -237,6 +237,13 @@ def test_decoder_classes() -> None:
         assert decode(0, 4, mn, ops).cls == cls, (mn, ops)
     bne = decode(0x22, 2, "bne", "#0x18")
     assert bne.conditional and bne.target == 0x18
+    # objdump's syntax (the ELF's disassembly, what the model reads): targets, comments, MVE aliases
+    assert decode(0x22, 2, "bne.n", "18 <bench>").target == 0x18
+    assert decode(0x54, 4, "le", "lr, 50 <bench+0x18>").cls == "loop_end"
+    lit = decode(8, 2, "ldr", "r1, [pc, #28]	@ (28 <bench+0x10>)")
+    assert lit.cls == "load_literal" and lit.writes == {"r1"}
+    assert decode(0x38, 4, "vmlava.s8", "r0, q0, q1").cls == "mve_reduce"
+    assert decode(0, 4, "ldr.w", "r1, [r1]").writes == {"r1"}  # a load into its own base: a dependent load
 
 
 def test_block_pricing_conditional_branch() -> None:

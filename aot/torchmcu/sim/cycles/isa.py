@@ -66,7 +66,7 @@ _FP_KEYS = sorted(_FP, key=len, reverse=True)
 # MVE (Helium) on Q registers: the pipe a beat goes down (the M55's four: load/store, integer, mul, float).
 _MVE_LOAD = re.compile(r"^(vldr[bhwd]|vld[24][0-3])")
 _MVE_STORE = re.compile(r"^(vstr[bhwd]|vst[24][0-3])")
-_MVE_REDUCE = re.compile(r"^(vaddv|vaddlv|vabav|vmlad?av|vmlsd?av|vmlal?d?av|vmlsl?d?av|vrmlal?d?avh|vrmlsl?d?avh|"
+_MVE_REDUCE = re.compile(r"^(vaddv|vaddlv|vabav|vml[as]l?d?a?v|vrml[as]l?d?a?vh|"  # VMLADAV(A), its alias VMLAV(A), ...
                          r"vmaxv|vminv|vmaxav|vminav|vmaxnmv|vminnmv|vmaxnmav|vminnmav)")
 _MVE_MUL = re.compile(r"^(vmul|vmla|vmlas|vqdmul|vqrdmul|vqdmla|vqrdmla|vqdmls|vqrdmls|vfma|vfms|vfmas|vmull|vcmul|"
                       r"vcmla|vqdmull|vbrsr|vmulh|vrmulh)")
