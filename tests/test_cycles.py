@@ -81,8 +81,7 @@ buf:
     (tmp / "b.ld").write_text(f"ENTRY(reset)\nSECTIONS {{\n .text {code:#x} : {{ KEEP(*(.vectors)) *(.text*) }}\n"
                               f" .data {ram:#x} : {{ *(.data*) }}\n}}\n")
     elf = tmp / "b.elf"
-    cpu = board.cpu + ("" if mve else "")
-    subprocess.run(["arm-none-eabi-gcc", f"-mcpu={cpu}", "-mthumb", "-mfloat-abi=hard" if board.core.has_fpu or mve
+    subprocess.run(["arm-none-eabi-gcc", f"-mcpu={board.cpu}", "-mthumb", "-mfloat-abi=hard" if board.core.has_fpu or mve
                     else "-mfloat-abi=soft", "-nostdlib", "-T", str(tmp / "b.ld"), "-o", str(elf), str(tmp / "b.S")],
                    check=True, capture_output=True, text=True)
     nm = subprocess.run(["arm-none-eabi-nm", str(elf)], capture_output=True, text=True, check=True).stdout
@@ -232,7 +231,8 @@ def test_decoder_classes() -> None:
              ("udiv", "r2, r6, r0"): "div", ("vldrb.s8", "q0, [r1]"): "mve_load",
              ("vmladava.s8", "r0, q0, q1"): "mve_reduce", ("vldr", "s0, [r1]"): "fp_load",
              ("vfma.f32", "s0, s1, s2"): "fp_mac", ("ldrd", "r2, r3, [r1]"): "load_dual", ("itt", "ne"): "it",
-             ("movne", "r0, #1"): "alu", ("strb.w", "r0, [r1], #1"): "store", ("cbz", "r0, #0x40"): "cbz"}
+             ("movne", "r0, #1"): "alu", ("strb.w", "r0, [r1], #1"): "store", ("cbz", "r0, #0x40"): "cbz",
+             ("vmov", "r0, r1, d0"): "fp_mov2", ("vmov", "s0, r1"): "fp_alu", ("addw", "r0, sp, #1024"): "alu"}
     for (mn, ops), cls in cases.items():
         assert decode(0, 4, mn, ops).cls == cls, (mn, ops)
     bne = decode(0x22, 2, "bne", "#0x18")

@@ -218,11 +218,12 @@ def _decode_vector(address: int, size: int, core: str, dtype: str, ops: str) -> 
             gpr = _regs(ops)
             lst = re.search(r"\{([^}]*)\}", ops)
             n = len(_expand_list(lst.group(1))) if lst else 0
-            if cls == "fp_alu" and base == "vmov":
-                if len(gpr) == 2 or len(re.findall(r"\b[sd]\d+\b", ops)) == 2 and gpr:
-                    cls = "fp_mov2" if len(gpr) == 2 else "fp_alu"
-                writes = frozenset(gpr[:1]) if gpr and ops.startswith(("r", "ip", "lr", "sb", "sl", "fp")) else frozenset()
-                return Insn(address, size, cls, base, False, writes, frozenset(gpr), frozenset())
+            if base == "vmov":  # two core registers <-> a D register or two S registers: fp_mov2
+                cls = "fp_mov2" if len(gpr) == 2 else "fp_alu"
+                to_core = bool(gpr) and ops.startswith(("r", "ip", "lr", "sb", "sl", "fp"))
+                writes = frozenset(gpr) if to_core else frozenset()
+                return Insn(address, size, cls, base, False, writes, frozenset() if to_core else frozenset(gpr),
+                            frozenset())
             return Insn(address, size, cls, base, False, wb, frozenset(gpr), addr, regs=n)
     return Insn(address, size, "other", core, False, frozenset(), regs, frozenset())
 
