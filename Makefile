@@ -62,13 +62,15 @@ zoo: setup
 # Every bundled model on every QEMU board (and CMSIS-NN when TORCHMCU_CMSIS_NN_DIR
 # is set), beside the TFLM + CMSIS-NN baselines (bench/baselines.json): bench/results.json,
 # results.md, plots; then the torchvision CNN zoo (bench/zoo.md) and the sequence zoo
-# (bench/sequence_zoo.md) at int8. RAY=auto runs the MLPerf cases as tasks on a local Ray
+# (bench/sequence_zoo.md) at int8; the MLPerf Tiny models' estimated cycles and ms on the
+# NUCLEO-L4R5ZI and NUCLEO-U575ZI-Q board files (bench/cycles.md). RAY=auto runs the MLPerf cases as tasks on a local Ray
 # cluster, RAY=<address> on an existing one. Not part of `make test`.
 bench: setup
 	$(VENV)/bin/pip install -q --disable-pip-version-check matplotlib
 	$(PY) bench/run.py $(if $(RAY),--ray $(RAY))
 	$(PY) bench/zoo.py
 	$(PY) bench/sequence_zoo.py
+	$(PY) bench/cycles.py
 
 # libFuzzer over the program loader and method init, seeded with compiled programs.
 # Its build, corpus and crash artifacts: $TORCHMCU_CACHE_DIR/fuzz (default ~/.cache/torchmcu/fuzz).

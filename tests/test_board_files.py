@@ -129,3 +129,26 @@ def test_program_in_off_chip_memory_is_said(tmp_path: Path, capsys) -> None:
     small, xs = _big_linear(8, 4)
     c = compile(small, xs, "mps3-an547", tmp_path / "small", progress=True)
     assert c.report["placement"]["notes"] == [] and "note:" not in capsys.readouterr().err
+
+
+def test_mlperf_tiny_reference_boards_clock_wait_states_and_stand_in(tmp_path: Path) -> None:
+    """NUCLEO-L4R5ZI and NUCLEO-U575ZI-Q: the parts' clocks, flash wait states at those clocks
+    (RM0432: 5 at 120 MHz, range 1 boost; RM0456: 4 at 160 MHz, range 1) and memory sizes, run on
+    QEMU's mps2 stand-ins, whose own clock converts SysTick readings to instructions."""
+    for name, cpu, mhz, machine, qemu_mhz, ws, line, flash, sram in (
+            ("nucleo-l4r5zi", "cortex-m4", 120, "mps2-an386", 25, 5, 8, 2 << 20, 640 << 10),
+            ("nucleo-u575zi-q", "cortex-m33", 160, "mps2-an505", 20, 4, 16, 2 << 20, (768 + 16) << 10)):
+        b = load_board(name)
+        assert (b.cpu, b.clock_hz, b.qemu_machine, b.qemu_clock_hz) == (cpu, mhz * 10**6, machine, qemu_mhz * 10**6)
+        assert b.qemu_stand_in and b.instructions_per_tick == 1000 // qemu_mhz
+        code = b.memory(b.code_memory)
+        assert (code.wait_states, code.line_bytes, code.size) == (ws, line, flash)
+        assert sum(m.size for m in b.memories if m.kind == "ram") == sram
+        assert all(m.wait_states == 0 for m in b.memories if m.kind == "ram")
+        block = cli("boards").stdout.split(f"{name}: ", 1)[1].split("\n\n", 1)[0]
+        assert f"{ws} wait states ({line}-byte reads)" in block and "a stand-in" in block
+    bad = (REPO / "boards" / "nucleo-l4r5zi.toml").read_text().replace("line_bytes = 8", "line_bytes = 3")
+    (tmp_path / "bad.toml").write_text(bad)
+    with pytest.raises(BoardError, match="line_bytes"):
+        load_board(tmp_path / "bad.toml")
+    assert load_board("mps2-an386").qemu_clock_hz == 0 and not load_board("mps2-an386").qemu_stand_in

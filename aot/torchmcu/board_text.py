@@ -46,11 +46,15 @@ def describe_board(board: Any) -> str:
     for m in sorted(board.memories, key=lambda m: m.base):
         chip = "off-chip" if m.external else "on-chip"
         lines.append(f"  memory   {m.name:<9} 0x{m.base:08x}  {_bytes_text(m.size):>10}  {m.kind:<4} speed {m.speed}  "
-                     f"{chip:<8}  holds {', '.join(m.holds)}")
+                     f"{chip:<8}  holds {', '.join(m.holds)}"
+                     + (f"  {m.wait_states} wait states ({m.line_bytes}-byte reads)" if m.wait_states else ""))
     lines.append(f"  layout   code in {board.code_memory}; data, bss and stack in {board.data_memory} "
                  + (f"(stack at most {_bytes_text(board.stack_size)}; `torchmcu build` sizes it)" if board.core.arch == "cortex-m"
                     else f"(stack {_bytes_text(board.stack_size)})"))
-    lines.append(f"  qemu     {board.qemu_machine}" if board.qemu_machine else "  qemu     none (QEMU does not run it)")
+    stand_in = (f" (a stand-in running the core at {board.qemu_clock_hz / 1e6:g} MHz; cycle estimates apply the "
+                f"board's {board.clock_hz / 1e6:g} MHz and wait states)" if getattr(board, "qemu_stand_in", False) else "")
+    lines.append(f"  qemu     {board.qemu_machine}{stand_in}" if board.qemu_machine
+                 else "  qemu     none (QEMU does not run it)")
     if board.renode is not None:
         lines.append(f"  renode   {board.renode.platform} (UART {board.renode.uart}; `torchmcu run DIR --sim renode`)")
     return "\n".join(lines)

@@ -82,6 +82,11 @@ class Memory:
     speed: int  # rank, lower is faster; equal ranks are equally fast
     holds: tuple[str, ...]
     external: bool = False  # off-chip (DRAM, PSRAM, QSPI flash): compile says when a part lands there
+    # The real part's wait states at the board's clock (its reference manual's table), and the width
+    # of one access in bytes: the cycle model (torchmcu.sim.cycles) charges wait_states per new line of
+    # code fetched from it and per literal load (no cache, prefetch or ART: not modelled).
+    wait_states: int = 0
+    line_bytes: int = 4
 
     @property
     def end(self) -> int:
@@ -159,6 +164,10 @@ class Board:
     backends: tuple[str, ...] = ()
     uart_kind: str = "cmsdk"  # one of UART_KINDS: the register layout of the UART at uart_base
     renode: RenodeTarget | None = None  # the [renode] table, when Renode runs the board
+    # [qemu] clock_hz: the clock of the QEMU machine that stands in for the board (an mps2 image
+    # running the board's core: NUCLEO-L4R5ZI on mps2-an386), when it is not the board's own: SysTick
+    # counts at it, so instructions convert with it; the cycle model applies the board's clock_hz.
+    qemu_clock_hz: int = 0
 
     # -- core -----------------------------------------------------------
     @property
@@ -175,9 +184,15 @@ class Board:
 
         With shift=0 each instruction advances virtual time by 1 ns and
         SysTick counts at the core clock, so one count is 1e9/clock_hz
-        instructions (31.25 at 32 MHz).
+        instructions (31.25 at 32 MHz): the clock of QEMU's machine, which is
+        not the board's own when an mps2 image stands in for it (qemu_clock_hz).
         """
-        return Fraction(1_000_000_000, self.core.clock_hz)
+        return Fraction(1_000_000_000, self.qemu_clock_hz or self.core.clock_hz)
+
+    @property
+    def qemu_stand_in(self) -> bool:
+        """QEMU runs the board's core on another machine (its [qemu] clock_hz differs)."""
+        return bool(self.qemu_clock_hz) and self.qemu_clock_hz != self.core.clock_hz
 
     @property
     def cflags(self) -> list[str]:
@@ -356,7 +371,11 @@ def _parse_board(raw: dict, path: Path) -> Board:
             speed=_get(m, "speed", int, w),
             holds=tuple(holds),
             external=_get(m, "external", bool, w) if "external" in m else False,
+            wait_states=_get(m, "wait_states", int, w) if "wait_states" in m else 0,
+            line_bytes=_get(m, "line_bytes", int, w) if "line_bytes" in m else 4,
         )
+        if mem.wait_states < 0 or mem.line_bytes not in (2, 4, 8, 16, 32, 64):
+            raise BoardError(f"{w}: wait_states must be >= 0 and line_bytes a power of two from 2 to 64")
         if not _SECTION_NAME.match(mem.name):
             raise BoardError(f"{w}: memory name {mem.name!r} must be an identifier (it names an ld region)")
         if mem.kind not in _KINDS:
@@ -407,7 +426,10 @@ def _parse_board(raw: dict, path: Path) -> Board:
         npu=_parse_npu(raw["npu"], names, f"{where} [npu]") if "npu" in raw else None,
         fvp_model=_get(raw["fvp"], "model", str, f"{where} [fvp]") if "fvp" in raw else None,
         backends=tuple(str(b) for b in _get(raw, "backends", list, where)) if "backends" in raw else (),
+        qemu_clock_hz=_get(qemu_t, "clock_hz", int, f"{where} [qemu]") if "clock_hz" in qemu_t else 0,
     )
+    if board.qemu_clock_hz < 0:
+        raise BoardError(f"{where} [qemu]: clock_hz must be positive")
     try:
         code = board.memory(board.code_memory)
         data = board.memory(board.data_memory)

@@ -205,6 +205,7 @@ def _is_app_build(out_dir: str) -> bool:
 def cmd_run(args: argparse.Namespace) -> int:
     from . import numerics
     from .sim import runner
+    from .sim.cycles import annotate_ops, cycle_columns, record_latency, write_profile_png
 
     require_build_dir(args.dir)
     args.check = args.check or args.strict
@@ -228,7 +229,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         res = run_device(args.dir, inputs, args.device, baud=args.baud, profile=True,
                          timeout_s=30.0 if args.timeout is None else args.timeout)
     else:
-        res = runner.run(args.dir, inputs, sim=args.sim, profile=True,
+        res = runner.run(args.dir, inputs, sim=args.sim, profile=True, cycles=args.sim == "qemu" and not args.no_cycles,
                          timeout_s=300.0 if args.timeout is None else args.timeout, repeat=args.repeat)
     report = json.loads((Path(args.dir) / "report.json").read_text())
     ops = []
@@ -238,6 +239,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if i < len(kernels):
             entry["instructions"] = kernels[i]
         ops.append(entry)
+    cyc = annotate_ops(ops, res.cycles)  # the cycle model's estimate (QEMU, a core with a timing table), or None
+    record_latency(args.dir, cyc)  # report.json "latency", report.txt's last section
     per_inference = [res.instructions(t) for t in res.sample_ticks]
     # Inputs shaped like the example inputs are one sample: outputs then come
     # back shaped as PyTorch gives them, without the sample axis.
@@ -254,7 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         "ops": ops,
         "note": "instruction counts from QEMU -icount shift=0, not cycles" if args.sim == "qemu" else
                 "the host runner counts no instructions",
-        "stack_used": res.stack_used,
+        "stack_used": res.stack_used, **({"cycles": cyc.to_json()} if cyc else {}),
     }
     if res.sim_instructions is not None:  # Renode: its own count of the whole run (load, every sample, output)
         result["simulator_instructions"] = res.sim_instructions
@@ -304,10 +307,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         profile = {"sim": f"device {args.device}" if args.device else args.sim,
                    "instructions": result["instructions"], "load_instructions": result["load_instructions"],
                    "framework_overhead_per_op": result["framework_overhead_per_op"], "repeat": args.repeat,
-                   "note": result["note"],
+                   "note": result["note"], "cycles": result.get("cycles"),
                    "ops": sorted(({"index": i, **op} for i, op in enumerate(ops)),
                                  key=lambda op: -(op.get("instructions") or 0))}
         (Path(args.dir) / "profile.json").write_text(json.dumps(profile, indent=2) + "\n")
+        write_profile_png(args.dir, ops, meta.get("board", ""), cyc)
     if args.json:
         print(json.dumps(result))
     else:
@@ -316,6 +320,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if result["instructions"] is not None:
             print(f"instructions per inference: {result['instructions']:,} (QEMU -icount, not cycles); "
                   f"load: {result['load_instructions']:,}")
+            if cyc is not None and cyc.latency_line():
+                print(cyc.latency_line())
             if result["framework_overhead_per_op"] is not None:
                 print(f"framework overhead: {result['framework_overhead_per_op']:,} instructions per op "
                       f"(inference less the kernels' own, over {len(ops)} ops; mean of {args.repeat} run(s))")
@@ -326,9 +332,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             counts = ", ".join(f"{name} {v:,.0f}" for name, v in figures.items() if name not in ("cycles", "calls"))
             print(f"NPU partition {k}: {figures.get('cycles', 0):,.0f} cycles per call (PMU; {counts})")
         if args.profile:
-            print(f"{'#':>3}  {'op':<24} {'kind':<12} {'instructions':>12}")
+            print(f"{'#':>3}  {'op':<24} {'kind':<12} {'instructions':>12}" + cycle_columns(None, cyc))
             for i, op in sorted(enumerate(ops), key=lambda e: -(e[1].get("instructions") or 0)):
-                print(f"{i:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op.get('instructions') or 0:>12,}")
+                print(f"{i:>3}  {op['name'][:24]:<24} {op['kind']:<12} {op.get('instructions') or 0:>12,}"
+                      + cycle_columns(op, cyc))
         stack = _stack_line(args.dir, res.stack_used, res.stack_size)
         if stack:
             print(stack)
@@ -547,7 +554,9 @@ def make_parser() -> argparse.ArgumentParser:
                         "(x256 for an int16 output; default 8); an output more than 1 dB below the q/dq model's "
                         "SQNR against float is warned of too")
     r.add_argument("--json", action="store_true", help="print the result as JSON")
-    r.add_argument("--profile", action="store_true", help="print instructions per op, costliest first, and write DIR/profile.json")
+    r.add_argument("--profile", action="store_true", help="print instructions (and cycles) per op, costliest first, "
+                   "and write DIR/profile.json and profile.png")
+    r.add_argument("--no-cycles", action="store_true", help="QEMU: no cycle model, no ms estimate (a faster run)")
     r.add_argument("--timeout", type=float, help="seconds before the simulator is stopped (default 300); with "
                    "--device, the longest wait for the board's answer to one sample (default 30)")
     r.add_argument("--device", metavar="PORT", help="run on a board over this serial port (or pyserial URL), "

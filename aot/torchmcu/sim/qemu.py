@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from ..boards import Board, BoardError, load_board
@@ -72,6 +73,26 @@ class QemuRunner:
         check_io_blob(board, io_blob)
         cmd, out, err, code, timed_out = run_with_blob(
             "tmcu-sim-", io_blob, lambda blob: self.command(board, elf_path, blob), timeout_s)
+        return SimResult(stdout=out, exit_code=code, timed_out=timed_out, command=cmd, stderr=err)
+
+    def run_traced(self, board: Board, elf_path: str | Path, io_blob: bytes | None, parser,
+                   timeout_s: float = 60) -> SimResult:
+        """run() with QEMU logging every executed block to `parser` (a
+        torchmcu.sim.cycles.TraceParser): the cycle model's input."""
+        from .cycles import run_traced
+
+        elf_path = Path(elf_path).resolve()
+        if not elf_path.is_file():
+            raise FileNotFoundError(f"firmware image {elf_path} does not exist")
+        _check_qemu_board(board)
+        check_io_blob(board, io_blob)
+        with tempfile.TemporaryDirectory(prefix="tmcu-sim-") as tmp:
+            blob_path = None
+            if io_blob:
+                blob_path = Path(tmp) / "io.bin"
+                blob_path.write_bytes(io_blob)
+            cmd = self.command(board, elf_path, blob_path)
+            out, err, code, timed_out = run_traced(cmd, parser, timeout_s, cwd=tmp)
         return SimResult(stdout=out, exit_code=code, timed_out=timed_out, command=cmd, stderr=err)
 
 

@@ -54,6 +54,13 @@ class RunResult:
     stack_size: int | None = None
     # The whole run's instructions as the simulator counts them itself (Renode's monitor), when it does.
     sim_instructions: int | None = None
+    # The cycle model's figures (run(cycles=True) in QEMU, for a core with a timing table): torchmcu.sim.cycles.
+    cycles: Any = None
+
+    def kernel_cycles(self) -> list[float | None]:
+        """Each op's own cycles (the cycle model's; None without it), as kernel_instructions."""
+        got = self.cycles.op_cycles if self.cycles is not None else []
+        return [got[i] if i < len(got) else None for i in range(len(self.op_ticks))]
 
     def instructions(self, ticks: float) -> int | None:
         return None if self.instructions_per_tick is None else round(ticks * self.instructions_per_tick)
@@ -197,12 +204,14 @@ def split_samples(meta: dict[str, Any], inputs: list[np.ndarray]) -> list[list[n
 
 
 def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str | Runner = "qemu", profile: bool = False,
-        timeout_s: float = 300.0, repeat: int = 1) -> RunResult:
+        timeout_s: float = 300.0, repeat: int = 1, cycles: bool = False) -> RunResult:
     """Run the compiled model in OUT on `sim`: a runner's name ("qemu",
     "host", "fvp": the board's Arm FVP, for programs with Ethos-U calls,
     "xt-run": Cadence's Xtensa ISS) or a runner (a board over a serial port:
     torchmcu.sim.serial). `repeat` measures the load, the profile and the
-    first sample that many times."""
+    first sample that many times. `cycles`: in QEMU, on a core with a
+    timing table, QEMU also logs every executed block for the cycle model
+    (torchmcu.sim.cycles: RunResult.cycles; a slower run)."""
     out = Path(out_dir)
     meta = load_meta(out)
     blob = io_blob(program_samples(meta, split_samples(meta, inputs)), profile, repeat)
@@ -214,15 +223,29 @@ def run(out_dir: str | Path, inputs: list[np.ndarray], sim: str | Runner = "qemu
     image = out / r.image
     if not image.is_file():
         raise TorchMCUError(f"{image} not found; run `torchmcu build {out}` first")
-    res = r.run(board, image, blob, timeout_s=timeout_s)
+    parser = None
+    if cycles and getattr(r, "name", "") == "qemu" and hasattr(r, "run_traced"):
+        from . import cycles as cyc
+        if cyc.has_model(board):
+            try:
+                parser = cyc.tracer(board, image)
+            except TorchMCUError:  # no objdump/nm: the run goes on without the estimate
+                parser = None
+    res = (r.run_traced(board, image, blob, parser, timeout_s=timeout_s) if parser is not None
+           else r.run(board, image, blob, timeout_s=timeout_s))
     if res.timed_out:
         raise SimError(f"{r.name} timed out after {timeout_s} s\n{res.stdout[-2000:]}")
     ipt = board.instructions_per_tick if r.counts_instructions else None
     info, outputs = parse_protocol(res.stdout, meta["outputs"])
+    estimate = None
+    if parser is not None:
+        from . import cycles as cyc
+        estimate = cyc.estimate(board, image, parser.finish(), len(info["op_ticks"]), repeat if profile else 0)
     return RunResult(outputs, res.exit_code, info["load_ticks"], info["sample_ticks"], info["op_ticks"], ipt,
                      res.stdout, res.command, calib_ticks=info["calib_ticks"], repeat_ticks=info["repeat_ticks"],
                      runs=info["runs"], npu=parse_npu(res.stdout), stack_used=info["stack_used"],
-                     stack_size=info["stack_size"], sim_instructions=getattr(res, "stats", {}).get("instructions"))
+                     stack_size=info["stack_size"], sim_instructions=getattr(res, "stats", {}).get("instructions"),
+                     cycles=estimate)
 
 
 @dataclass
