@@ -275,34 +275,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             return run_status(status)
         status = run_status(status)
     if args.check and status == 0:
-        samples = runner.split_samples(meta, inputs)
-        expected, tol = runner.expected(args.dir, samples)
-        mismatch, worst = runner.compare(res.outputs, expected, tol)
-        if tol is not None and "slack" in tol:  # per output, per sample: as JSON lists
-            tol = dict(tol, slack=[[float(v) for v in s] for s in tol["slack"]])
-        result["check"] = {"passed": mismatch is None, "max_abs_error": worst,
-                           "reference": "torchmcu (bit for bit)" if tol is None else
-                           "PyTorch in float64 (slack: pytorch_factor x PyTorch float32's own error)",
-                           "tolerance": tol, "first_mismatch": str(mismatch) if mismatch else None}
-        if tol is None:  # quantized: against PyTorch's q/dq model, and against the float model
-            errors = runner.qdq_error(args.dir, res.outputs, samples)
-            result["check"]["max_lsb_vs_pytorch_qdq"] = [lsb for _, lsb in errors]  # None: a float output
-            result["check"]["max_abs_error_vs_pytorch_qdq"] = [e for e, _ in errors]
-            floor = numerics.DEFAULT_SQNR_FLOOR_DB if args.sqnr_floor is None else args.sqnr_floor
-            stats, warns = numerics.check_vs_float(args.dir, res.outputs, samples, floor, [lsb for _, lsb in errors],
-                                                   numerics.QDQ_LSB_BOUND if args.qdq_lsb is None else args.qdq_lsb)
-            result["check"].update(vs_float=stats, sqnr_floor_db=floor, qdq_margin_db=numerics.QDQ_MARGIN_DB,
-                                   warnings=warns)
-            for w in warns:
-                print(f"torchmcu: warning: {w}", file=sys.stderr)
-            if warns and args.strict:
-                result["check"]["passed"] = False
-                print(f"torchmcu: check failed: {len(warns)} numerics warning(s), an error with --strict",
-                      file=sys.stderr)
-                status = 1
-        if mismatch is not None:
-            print(f"torchmcu: check failed: {mismatch}", file=sys.stderr)
-            status = 1
+        result["check"], failed = numerics.run_check(args.dir, res.outputs, runner.split_samples(meta, inputs),
+                                                     args.sqnr_floor, args.qdq_lsb, args.strict)
+        status = 1 if failed else status
     if args.profile:  # the table below, as data: costliest first
         profile = {"sim": f"device {args.device}" if args.device else args.sim,
                    "instructions": result["instructions"], "load_instructions": result["load_instructions"],

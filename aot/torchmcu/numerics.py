@@ -226,3 +226,42 @@ def check_lines(check: dict[str, Any]) -> list[str]:
         lines.append(f"{'' if len(stats) == 1 else f'output {k} '}against the float model: {sqnr}{qdq}, "
                      f"max abs error {s['max_abs_error']:.3g}{span}")
     return lines
+
+
+def run_check(out_dir: str | Path, outputs: list[np.ndarray], samples: list[list[np.ndarray]],
+              sqnr_floor: float | None = None, qdq_lsb: float | None = None,
+              strict: bool = False) -> tuple[dict[str, Any], bool]:
+    """`run --check`: the firmware's outputs against the reference (bit for
+    bit, or PyTorch in float64 within tolerance for a float program), and a
+    quantized program's also against PyTorch's q/dq model and the float
+    model. Prints the warnings and the failure to stderr. (the check's
+    record, whether it failed)."""
+    import sys
+
+    expected, tol = runner.expected(out_dir, samples)
+    mismatch, worst = runner.compare(outputs, expected, tol)
+    if tol is not None and "slack" in tol:  # per output, per sample: as JSON lists
+        tol = dict(tol, slack=[[float(v) for v in s] for s in tol["slack"]])
+    check: dict[str, Any] = {"passed": mismatch is None, "max_abs_error": worst,
+                             "reference": "torchmcu (bit for bit)" if tol is None else
+                             "PyTorch in float64 (slack: pytorch_factor x PyTorch float32's own error)",
+                             "tolerance": tol, "first_mismatch": str(mismatch) if mismatch else None}
+    failed = False
+    if tol is None:  # quantized: against PyTorch's q/dq model, and against the float model
+        errors = runner.qdq_error(out_dir, outputs, samples)
+        check["max_lsb_vs_pytorch_qdq"] = [lsb for _, lsb in errors]  # None: a float output
+        check["max_abs_error_vs_pytorch_qdq"] = [e for e, _ in errors]
+        floor = DEFAULT_SQNR_FLOOR_DB if sqnr_floor is None else sqnr_floor
+        stats, warns = check_vs_float(out_dir, outputs, samples, floor, [lsb for _, lsb in errors],
+                                      QDQ_LSB_BOUND if qdq_lsb is None else qdq_lsb)
+        check.update(vs_float=stats, sqnr_floor_db=floor, qdq_margin_db=QDQ_MARGIN_DB, warnings=warns)
+        for w in warns:
+            print(f"torchmcu: warning: {w}", file=sys.stderr)
+        if warns and strict:
+            check["passed"] = False
+            print(f"torchmcu: check failed: {len(warns)} numerics warning(s), an error with --strict", file=sys.stderr)
+            failed = True
+    if mismatch is not None:
+        print(f"torchmcu: check failed: {mismatch}", file=sys.stderr)
+        failed = True
+    return check, failed
