@@ -25,7 +25,7 @@ from .backends import all_backends
 from .board_text import describe_board
 from .builder import kernel_table
 from .cli_errors import (check_calibration, firmware_failure, guarded, load_inputs, program_source_differs,
-                         read_arrays, require_build_dir, run_epilog, run_status)
+                         read_arrays, require_build_dir, run_epilog, run_status, summarized_warnings)
 from .errors import TorchMCUError
 from .sim import RUNNERS
 
@@ -47,6 +47,13 @@ def _state(text: str | None):
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    """torch's warnings (and other libraries') summed up in one line before the result or the error
+    (--verbose: each one); torchmcu's own one line each."""
+    with summarized_warnings(args.verbose):
+        return _compile(args)
+
+
+def _compile(args: argparse.Namespace) -> int:
     from .compiler import compile
     from .frontend.capture import load_entry
 
@@ -482,6 +489,8 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("--crc", action="store_true",
                    help="write a CRC32 of the program into it; the runtime checks it when it loads the program "
                         "and refuses a corrupted or half-flashed one (ChecksumMismatch)")
+    c.add_argument("-v", "--verbose", action="store_true",
+                   help="show each warning torch and other libraries raise (by default one line counts them)")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")
