@@ -137,7 +137,8 @@ def empty_memory():
 '''
 
 BOARD = "mps3-an547"
-needs_timm = pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm not installed (pip install timm)")
+needs_timm = pytest.mark.skipif(importlib.util.find_spec("timm") is None,
+                                reason="timm not installed (pip install timm)")
 needs_torchaudio = pytest.mark.skipif(importlib.util.find_spec("torchaudio") is None, reason="torchaudio not installed")
 
 
@@ -212,8 +213,8 @@ def test_efficientvit_m0_int8_compiles(efficientvit) -> None:
     out, proc = efficientvit
     assert_tidy(proc)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert re.search(r"^torchmcu: \d+ warnings? from torch\b.* not shown \(--verbose shows them\)$", proc.stderr, re.M), \
-        proc.stderr[-2000:]
+    summary = r"^torchmcu: \d+ warnings? from torch\b.* not shown \(--verbose shows them\)$"
+    assert re.search(summary, proc.stderr, re.M), proc.stderr[-2000:]
     report = (out / "report.txt").read_text()
     assert "CONV2D_S8" in (out / "kernels.txt").read_text() and "bmm" in report
 
