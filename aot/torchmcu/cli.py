@@ -25,7 +25,7 @@ from .backends import all_backends
 from .board_text import describe_board
 from .builder import kernel_table
 from .cli_errors import (check_calibration, firmware_failure, guarded, load_inputs, program_source_differs,
-                         read_arrays, require_build_dir, run_epilog, run_status)
+                         read_arrays, require_build_dir, run_epilog, run_status, summarized_warnings)
 from .errors import TorchMCUError
 from .sim import RUNNERS
 
@@ -47,6 +47,13 @@ def _state(text: str | None):
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    """torch's warnings (and other libraries') summed up in one line before the result or the error
+    (--verbose: each one); torchmcu's own one line each."""
+    with summarized_warnings(args.verbose):
+        return _compile(args)
+
+
+def _compile(args: argparse.Namespace) -> int:
     from .compiler import compile
     from .frontend.capture import load_entry
 
@@ -423,7 +430,8 @@ def make_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", required=True, help="output directory")
     c.add_argument("-v", "--verbose", action="store_true",
                    help="print the whole report (report.txt: every op, memory, flash, placement) instead of a "
-                        "few lines")
+                        "few lines, and each warning torch and other libraries raise (by default one line counts "
+                        "them)")
     c.add_argument("--quant", default="float32", choices=["float32", "int8", "int4", "a16w8"],
                    help="int8: CMSIS-NN/TFLite Micro scheme, post-training quantization; int4: W4A8, int4 "
                         "weights (packed two per byte) for conv/depthwise/linear, int8 activations; a16w8: "

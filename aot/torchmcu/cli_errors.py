@@ -12,9 +12,11 @@ torchmcu bug), 4 the firmware failed without a named code, 130 interrupted,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +189,63 @@ def guarded(command: Callable[[], int]) -> int:
               + ("please report it with the traceback above" if traceback else
                  "TORCHMCU_TRACEBACK=1 shows the traceback (please report it)"), file=sys.stderr)
         return EXIT_INTERNAL
+
+
+OWN_WARNING = "torchmcu: "  # how torchmcu's own Python warnings begin (warnings.warn(f"torchmcu: ..."))
+
+
+@contextlib.contextmanager
+def summarized_warnings(verbose: bool, hint: str = "--verbose shows them") -> Iterator[None]:
+    """The Python warnings a command raises, so that its last line stays its
+    own (the result, or the one-line error). torchmcu's own warnings are one
+    line each as they come (`torchmcu: warning: ...`); the others (torch's,
+    torchao's, the model's libraries', often tens of lines about their own
+    internals) are counted, and one line at the end says how many and from
+    whom; `verbose` shows each as it comes instead. The filters stay the
+    user's (PYTHONWARNINGS=ignore silences both)."""
+    others: dict[str, str] = {}  # one line per distinct warning -> the package that raised it
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        text = str(message)
+        if text.startswith(OWN_WARNING):
+            print(f"torchmcu: warning: {' '.join(text[len(OWN_WARNING):].split())}", file=sys.stderr, flush=True)
+            return
+        key = f"{category.__name__}: {' '.join(text.split())}"
+        if key in others:
+            return
+        others[key] = _raiser(filename)
+        if verbose:
+            print(f"torchmcu: warning from {others[key]} ({filename}:{lineno}): {key}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        try:
+            yield
+        finally:
+            if others and not verbose:
+                who = ", ".join(sorted(set(others.values())))
+                print(f"torchmcu: {len(others)} warning{'s' if len(others) > 1 else ''} from {who} not shown "
+                      f"({hint})", file=sys.stderr, flush=True)
+
+
+def _raiser(filename: str) -> str:
+    """Who called warnings.warn (torch, torchao, timm, your model file): the
+    package of the innermost frame outside the warnings machinery; else that
+    of the file the warning names (its stacklevel may point anywhere)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") in ("warnings", __name__):
+        frame = frame.f_back
+    name = str(frame.f_globals.get("__name__", "")) if frame is not None else ""
+    if name.startswith("torchmcu_user_"):  # capture.load_entry's name for the user's model file
+        return "your model file"
+    if name and name != "__main__":
+        return name.split(".")[0]
+    parts = Path(filename).parts
+    for marker in ("site-packages", "dist-packages"):
+        if marker in parts and parts.index(marker) + 1 < len(parts):
+            return parts[parts.index(marker) + 1].removesuffix(".py")
+    return Path(filename).name
 
 
 def _quiet_stdout() -> None:

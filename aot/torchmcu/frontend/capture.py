@@ -45,6 +45,11 @@ def _split_with_sizes(x: torch.Tensor, split_sizes: list[int], dim: int = 0) -> 
     return out
 
 
+def _type_as(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """x in other's dtype: x itself when it already is (softmax(...).type_as(scores))."""
+    return x if x.dtype == other.dtype else aten._to_copy.default(x, dtype=other.dtype)
+
+
 def _split(x: torch.Tensor, split_size: int, dim: int = 0) -> list[torch.Tensor]:
     n = int(x.shape[dim])
     return _split_with_sizes(x, [min(split_size, n - i) for i in range(0, n, split_size)] or [0], dim)
@@ -70,6 +75,7 @@ def _decompositions() -> dict[Any, Callable[..., Any]]:
         if op in core:
             table[op] = core[op]
     table[aten.full_like.default] = _full_like
+    table[aten.type_as.default] = _type_as
     table[aten.split.Tensor] = _split  # chunk comes as split
     table[aten.split_with_sizes.default] = _split_with_sizes
     return table
@@ -249,6 +255,7 @@ def export(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> torch.exp
             warnings.simplefilter("ignore", FutureWarning)
             warnings.simplefilter("ignore", DeprecationWarning)
             ep = ep.run_decompositions(DECOMPOSITIONS)
+        fold_shape_arithmetic(ep)
     except Exception as e:  # torch raises many types; give the user one clear message
         if raised_by_user(e):  # their forward raised it, not torch.export refusing something
             raise user_error(f"your model's forward ({type(model).__name__}.forward)", e) from e
@@ -257,6 +264,60 @@ def export(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> torch.exp
                            + (f" (at {where})" if where else "")) from e
     check_outputs(ep)
     return ep
+
+
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def fold_shape_arithmetic(ep: torch.export.ExportedProgram) -> None:
+    """Numbers the graph computes from constants alone, folded into the ops that use them.
+
+    `.item()` of a tensor the forward makes itself (torchaudio's Emformer.infer:
+    a zero state's lengths) is a data-dependent symbol to torch.export, and the
+    arithmetic over it (math.ceil, torch.sym_min, operator.*) stays in the graph
+    as nodes: torch.export.save cannot serialize math.ceil, and the converter
+    would see numbers as tensors. Each such number whose inputs are all
+    parameters, buffers or constants is computed here and written into its
+    users' arguments; the nodes that computed it (and the runtime asserts on
+    it) go away. A number that depends on the model's inputs stays, and is
+    refused later as the op that needs it."""
+    graph = ep.graph
+    symbolic = [n for n in graph.nodes if n.op == "call_function" and isinstance(n.meta.get("val"), _SYMBOLIC)]
+    if not symbolic:
+        return
+    sig = ep.graph_signature
+    names = {**sig.inputs_to_parameters, **sig.inputs_to_buffers,
+             **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
+    state = {**ep.state_dict, **ep.constants}
+    needed: set[torch.fx.Node] = set()  # the nodes the numbers are computed from
+    stack = list(symbolic)
+    while stack:
+        n = stack.pop()
+        if n not in needed:
+            needed.add(n)
+            stack.extend(n.all_input_nodes)
+    values: dict[torch.fx.Node, Any] = {}
+    for n in graph.nodes:
+        if n not in needed:
+            continue
+        if n.op == "placeholder":
+            if n.name in names:
+                values[n] = state[names[n.name]]
+        elif n.op == "call_function" and all(a in values for a in n.all_input_nodes):
+            args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), lambda a: values[a])
+            values[n] = n.target(*args, **kwargs)
+    folded = [n for n in symbolic if n in values and isinstance(values[n], (bool, int, float))]
+    for n in folded:
+        for user in list(n.users):
+            user.args, user.kwargs = torch.fx.node.map_arg((user.args, user.kwargs),
+                                                           lambda a, n=n: values[n] if a is n else a)
+    for n in list(graph.nodes):  # runtime asserts on what is now a constant
+        if (n.op == "call_function" and "_assert_scalar" in str(n.target) and not n.all_input_nodes
+                and n.args and n.args[0] is True):
+            graph.erase_node(n)
+    if folded:
+        graph.eliminate_dead_code()
+        ep.graph_module.recompile()
 
 
 class _Leaf:

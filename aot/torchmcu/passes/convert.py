@@ -117,14 +117,34 @@ class Converter:
                     return QConst(data, np.asarray(args[1], np.float64).reshape(-1),
                                   np.asarray(args[2], np.int64).reshape(-1), int(args[3]), bits)
                 return QConst(data, np.asarray(float(args[1])), np.asarray(int(args[2])), None, bits)
+        moves = n.target in _MOVES_BYTES
         def to_torch(x: Any) -> Any:
+            if isinstance(x, QConst):  # a quantized constant: its integers where the op only moves them
+                return torch.from_numpy(x.data) if moves and x.axis is None else torch.from_numpy(x.dequantized())
             if isinstance(x, np.ndarray):
                 return torch.from_numpy(x)
-            if isinstance(x, (list, tuple)):
-                return type(x)(to_torch(y) for y in x)
+            if isinstance(x, (list, tuple)):  # an FX immutable_list is no list to ATen's schema
+                return (tuple if isinstance(x, tuple) else list)(to_torch(y) for y in x)
             return x
         result = n.target(*to_torch(args), **{k: to_torch(v) for k, v in kwargs.items()})
+        qconsts = [x for x in [*args, *kwargs.values()] if isinstance(x, QConst)]
+        if moves and len(qconsts) == 1 and qconsts[0].axis is None and isinstance(result, torch.Tensor):
+            q = qconsts[0]  # the same integers at the same scale and zero point
+            return QConst(result.numpy().copy(), q.scale, q.zero_point, None, q.bits)
+        if isinstance(result, (bool, int, float)):
+            return result  # a number (item(), shape arithmetic: operator.*, math.*, torch.sym_*) stays one
         return const(result)
+
+
+# ATen ops that only select or rearrange their input's values: folded over a
+# per-tensor quantized constant, their result is one at the same quantization.
+_aten = torch.ops.aten
+_MOVES_BYTES = {
+    _aten.select.int, _aten.slice.Tensor, _aten.narrow.default, _aten.index.Tensor, _aten.index_select.default,
+    _aten.view.default, _aten.reshape.default, _aten._unsafe_view.default, _aten.permute.default,
+    _aten.transpose.int, _aten.t.default, _aten.expand.default, _aten.repeat.default, _aten.clone.default,
+    _aten.alias.default, _aten.detach.default, _aten.squeeze.dim, _aten.squeeze.dims, _aten.unsqueeze.default,
+    _aten.flatten.using_ints, _aten.unflatten.int}
 
 
 def to_graph(ep: torch.export.ExportedProgram, rules: dict[Any, Callable[..., Any]]) -> Graph:

@@ -77,10 +77,22 @@ F.int8("mean_axes")(always)
 F.int16("mean_axes")(always)
 
 
+def _has_params(params, s_in: float, beta: float) -> bool:
+    """Whether TFLite's fixed-point scaling exists for this input scale:
+    beta * s_in * 2^26 above 1 (a scale not absurdly small) and its
+    multiplier's shift at most 30 (a scale not absurdly large: scores masked
+    with -1e8, as torchaudio's Emformer does, give steps of ~4e5)."""
+    try:
+        params(s_in, beta)
+    except ValueError:
+        return False
+    return True
+
+
 @F.int8("softmax")
 def _softmax_int8(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
-    """TFLite's softmax_params need beta * s_in * 2^26 > 1 (a scale that is not absurdly small)."""
-    return n.attrs.get("beta", 1.0) * in_q[0][0] * 2 ** 26 > 1.0
+    """TFLite's softmax_params exist for the input's scale (_has_params)."""
+    return _has_params(reference.softmax_params, in_q[0][0], n.attrs.get("beta", 1.0))
 
 
 @F.int16("softmax")
@@ -92,7 +104,8 @@ def _softmax_int16(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
 @F.int8("log_softmax")
 def _log_softmax_int8(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
     """TFLite's int8 LOG_SOFTMAX: output at 16/256, zero point 127; rows below 4096."""
-    return out_q == (16 / 256, 127) and g.shapes[n.out][n.attrs["dim"]] < 4096 and in_q[0][0] * 2 ** 26 > 1.0
+    return (out_q == (16 / 256, 127) and g.shapes[n.out][n.attrs["dim"]] < 4096
+            and _has_params(reference.log_softmax_params, in_q[0][0], 1.0))
 
 
 # -- logical -> program ops --------------------------------------------------------------------

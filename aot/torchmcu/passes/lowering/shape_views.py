@@ -158,7 +158,13 @@ def t(cv, x):
 
 @F.rule(aten.cat.default)
 def cat(cv, tensors, d=0):
-    ins = list(tensors)
+    # Inputs without elements add nothing (torch also skips a 1-D empty tensor of any other rank:
+    # torchaudio's Emformer concatenates torch.empty(0) to its memory).
+    ins = [x for x in tensors if int(np.prod(cv.shape(x))) > 0]
+    if len(ins) == 1 and is_activation(ins[0]):
+        return ins[0]
+    if not ins:
+        raise cv.fail("cat of tensors that are all empty")
     if len(ins) > 8:
         raise cv.fail(f"cat of {len(ins)} tensors; at most 8 are supported")
     rank = len(cv.shape(ins[0]))
