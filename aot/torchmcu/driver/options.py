@@ -39,6 +39,7 @@ class CompileOptions:
     state: int | list[tuple[int, int]] | None = None  # a streaming model's state
     strict: bool = False  # calibration warnings are errors
     crc: bool = False  # the program carries a CRC32 of its bytes
+    reparam: bool = True  # parallel conv / batch-norm / identity branches summed fold into one conv
 
     def __post_init__(self) -> None:
         try:
