@@ -276,8 +276,8 @@ def trained(name, size=64):
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.3, 0.3)
+                m.weight.uniform_(0.8, 1.2)
+                m.bias.uniform_(-0.12, 0.12)
     g = torch.Generator().manual_seed(1)
     model = reestimate_batch_norm(model, [torch.randn(4, 3, size, size, generator=g) for _ in range(2)])
     return model, (torch.randn(1, 3, size, size, generator=g),)
@@ -321,3 +321,25 @@ def test_timm_as_trained_runs_as_fast_as_hand_reparameterized(tmp_path, name) ->
     a, h = np.asarray(auto["outputs"][0]), np.asarray(hand["outputs"][0])
     step = lsb(h)
     assert np.abs(a - h).max() <= 4 * step, (np.abs(a - h).max() / step, "LSB")
+
+
+@pytest.mark.zoo
+@pytest.mark.parametrize("name", ["mobileone_s0", "repghostnet_050"])
+def test_timm_as_trained_float32_equals_hand_reparameterized(tmp_path, name) -> None:
+    """At float32 on the host runner, the model as trained (folded by the compiler) gives what timm's
+    hand-reparameterized model gives in PyTorch."""
+    pytest.importorskip("timm")
+    (tmp_path / "zoo.py").write_text(ZOO)
+    out = tmp_path / "out"
+    for args in (["compile", f"{tmp_path / 'zoo.py'}:{name}", "--board", "mps3-an547", "-o", str(out)],
+                 ["run", str(out), "--sim", "host", "--check", "--json"]):
+        proc = cli(*args)
+        assert proc.returncode == 0, f"{args[0]}: {proc.stderr[-2000:]}"
+    got = np.asarray(json.loads(proc.stdout.strip().splitlines()[-1])["outputs"][0])
+    namespace: dict = {}
+    exec(compile(ZOO, "zoo", "exec"), namespace)  # noqa: S102 (the test's own source)
+    hand, x = namespace["hand"](name)
+    with torch.no_grad():
+        want = hand(*x)[0].numpy()
+    assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max(), np.abs(got - want).max()
+    assert json.loads((out / "report.json").read_text())["reparam"]["convs"] > 10

@@ -51,7 +51,8 @@ META_KEY = "torchmcu_reparam"  # a graph module's meta: what was folded (Folded)
 
 @dataclass
 class Folded:
-    """What the pass folded: `branches` branches summed into `convs` convolutions, `adds` adds removed."""
+    """What the pass folded: `branches` branches summed into `convs` convolutions, `adds` adds removed
+    (with those of a lone conv's `+ 0`)."""
 
     convs: int = 0
     branches: int = 0
@@ -66,7 +67,7 @@ def folded(obj: Any) -> Folded | None:
     gm = obj.graph_module if isinstance(obj, torch.export.ExportedProgram) else obj
     meta = getattr(gm, "meta", None)
     f = meta.get(META_KEY) if isinstance(meta, dict) else None
-    return f if isinstance(f, Folded) and f.convs else None
+    return f if isinstance(f, Folded) and (f.convs or f.adds) else None
 
 
 @dataclass
@@ -255,8 +256,9 @@ class _Rewriter:
                 total = self.add(total, n, root)  # type: ignore[arg-type]
         assert total is not None
         root.replace_all_uses_with(total)
-        self.done.convs += len(groups)
-        self.done.branches += sum(len(g) for g in groups)
+        # (a group of one is a conv + BN that a later pass folds as well: it counts as no branch folded)
+        self.done.convs += sum(len(g) > 1 for g in groups)
+        self.done.branches += sum(len(g) for g in groups if len(g) > 1)
         self.done.adds += removed
 
     def add(self, a: Node, b: Node, like: Node) -> Node:
@@ -300,7 +302,10 @@ class _Rewriter:
 
     def constant_node(self, t: torch.Tensor, like: Node) -> Node:
         """A new lifted constant: a placeholder before the user's inputs."""
-        name = f"_torchmcu_reparam_{len(self.new_constants)}"
+        k = len(self.new_constants)
+        while f"_torchmcu_reparam_{k}" in self.values or f"_torchmcu_reparam_{k}" in self.new_constants:
+            k += 1  # (a program folded before, exported again)
+        name = f"_torchmcu_reparam_{k}"
         first_user = next(n for n in self.graph.nodes if n.op == "placeholder"
                           and self.kinds.get(n.name, None) is not None
                           and self.kinds[n.name].kind == InputKind.USER_INPUT)
@@ -398,7 +403,7 @@ def reparameterize(ep: torch.export.ExportedProgram) -> torch.export.ExportedPro
     roots = [n for n in ep.graph.nodes if r.is_add(n) and not r.inner(n)]
     for root in roots:
         r.fold(root)
-    if not r.done.convs:
+    if not (r.done.convs or r.done.adds):
         return ep
     out = r.finish()
     out.graph_module.meta[META_KEY] = r.done
