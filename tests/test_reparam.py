@@ -209,6 +209,15 @@ def test_what_must_not_fold_stays() -> None:
     assert _ops(ep).count(aten.conv2d.default) == 3 and _ops(ep).count(aten.add.Tensor) == 2
 
 
+def test_a_branch_conv_names_the_folded_conv_for_its_precision() -> None:
+    from torchmcu.frontend.quantize import quantize
+
+    model, x = _blocks()["rep_block"]()
+    gm = quantize(model, x, progress=False, precision={"k3b.0": "int16"})  # a branch's conv: the one conv
+    dtypes = {n.args[-1] for n in gm.graph.nodes if "quantize_per_tensor" in str(n.target)}
+    assert torch.int16 in dtypes, dtypes
+
+
 def test_folded_float32_on_the_host(tmp_path) -> None:
     """Compiled (float32) and run on the host runner, against the module as written."""
     model, x = _blocks()["net"]()

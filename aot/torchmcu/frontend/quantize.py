@@ -53,7 +53,7 @@ from torch.fx import Node
 from ..errors import TorchMCUError
 from . import ranges, recurrent
 from .attention import decompose_attention
-from .reparam import META_KEY as REPARAM_KEY
+from .reparam import META_KEY as REPARAM_KEY, PATHS_KEY as REPARAM_PATHS
 
 aten = torch.ops.aten
 
@@ -210,7 +210,8 @@ def _make_quantizer_class():
         def layer_precision(self, n: Node) -> str:
             stack = list((n.meta.get("nn_module_stack") or {}).values())
             path = str(stack[-1][0]) if stack else ""
-            for key in (n.name, path):
+            # A conv that branches folded into (reparam.py) answers to their module paths too.
+            for key in (n.name, path, *n.meta.get(REPARAM_PATHS, ())):
                 if key and key in self.precision:
                     self.matched.add(key)
                     return self.precision[key]

@@ -27,7 +27,8 @@ its input's shape. Terms that are no branch (another input, a constant
 tensor) stay, added to the folded convolution.
 
 The folded convolution names the branches' common module (the block) and
-takes the first convolution's source line. compile(..., reparam=False)
+takes the first convolution's source line; a per-layer precision given for
+a branch's conv (its module path) applies to it. compile(..., reparam=False)
 (`--no-reparam`) keeps the branches as written.
 """
 
@@ -47,6 +48,7 @@ from torch.fx import Node
 aten = torch.ops.aten
 
 META_KEY = "torchmcu_reparam"  # a graph module's meta: what was folded (Folded)
+PATHS_KEY = "torchmcu_folded_paths"  # a folded conv's meta: its branches' module paths (per-layer precision)
 
 
 @dataclass
@@ -298,6 +300,8 @@ class _Rewriter:
         stack = _common_stack([b.leaf for b in group if b.leaf is not b.x] + [b.conv for b in convs])
         if stack is not None:
             conv.meta["nn_module_stack"] = stack
+        conv.meta[PATHS_KEY] = [str(path) for b in convs
+                                for path, _ in list((b.conv.meta.get("nn_module_stack") or {}).values())[-1:]]  # type: ignore[union-attr]
         return conv
 
     def constant_node(self, t: torch.Tensor, like: Node) -> Node:
