@@ -232,7 +232,8 @@ class _Rewriter:
                 continue
             for g in groups:
                 c = g[0]
-                if c.x is b.x and c.stride == (1, 1) and c.kernel.shape[0] == out[1] and _grid(g + [b]) is not None:  # type: ignore[union-attr]
+                c_out = c.kernel.shape[0]  # type: ignore[union-attr]
+                if c.x is b.x and c.stride == (1, 1) and c_out == out[1] and _grid(g + [b]) is not None:
                     g.append(b)
                     break
         return groups
@@ -300,8 +301,8 @@ class _Rewriter:
         stack = _common_stack([b.leaf for b in group if b.leaf is not b.x] + [b.conv for b in convs])
         if stack is not None:
             conv.meta["nn_module_stack"] = stack
-        conv.meta[PATHS_KEY] = [str(path) for b in convs
-                                for path, _ in list((b.conv.meta.get("nn_module_stack") or {}).values())[-1:]]  # type: ignore[union-attr]
+        stacks = [list((b.conv.meta.get("nn_module_stack") or {}).values()) for b in convs]  # type: ignore[union-attr]
+        conv.meta[PATHS_KEY] = [str(s[-1][0]) for s in stacks if s]
         return conv
 
     def constant_node(self, t: torch.Tensor, like: Node) -> Node:
@@ -358,8 +359,8 @@ def _grid(group: list[Branch]) -> tuple[tuple[int, int], tuple[int, int]] | None
     size, pad = [], []
     for axis in (0, 1):
         # Tap t of a branch reads input row i * stride - padding + t * dilation: offsets from -padding on.
-        spans = [(-b.padding[axis], -b.padding[axis] + (b.kernel.shape[2 + axis] - 1) * d[axis])  # type: ignore[union-attr]
-                 for b in convs] + [(0, 0) for b in group if b.kernel is None]
+        spans = [(-b.padding[axis], -b.padding[axis] + (b.kernel.shape[2 + axis] - 1) * d[axis])
+                 for b in convs if b.kernel is not None] + [(0, 0) for b in group if b.kernel is None]
         lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
         if lo > 0 or any((s - lo) % d[axis] for s, _ in spans):
             return None
