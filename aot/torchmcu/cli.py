@@ -71,7 +71,7 @@ def _compile(args: argparse.Namespace) -> int:
                 symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends,
                 io_layout=args.io_layout, stack=None if args.stack is None else _bytes(args.stack),
                 state=_state(args.state), strict=args.strict, crc=args.crc,
-                recurrent_weights=args.recurrent_weights)
+                recurrent_weights=args.recurrent_weights, reparam=not args.no_reparam)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     if args.verbose:
         print((c.out_dir / "report.txt").read_text())
@@ -465,6 +465,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="patch-based inference (the default): run early layers band by band of rows where "
                         "that lowers peak RAM (bit-exact; recomputes the rows bands share)")
     c.add_argument("--no-tile", action="store_true", help="no patch-based inference (layer by layer)")
+    c.add_argument("--no-reparam", action="store_true",
+                   help="keep parallel conv / batch-norm / identity branches summed as written (RepVGG, MobileOne "
+                        "as trained); by default they fold into one convolution each")
     c.add_argument("--tile-recompute", type=float, default=0.05, metavar="F",
                    help="patch-based inference may add at most this fraction of MACs (default 0.05: 5%%)")
     c.add_argument("--copy-hot-weights", action="store_true",

@@ -95,6 +95,10 @@ def compile(model: torch.nn.Module, example_inputs: tuple[Any, ...], board: str 
     crc: the program carries a CRC32 of all its bytes, which the runtime
     checks when it loads it and refuses a mismatch (ChecksumMismatch): a
     corrupted or half-flashed program is caught (program.fbs Program.crc32).
+    reparam (on by default): parallel branches over one input summed (conv +
+    batch norm, batch norm alone, the identity: RepVGG, MobileOne, RepGhost
+    as trained) fold into one convolution before quantization
+    (frontend/reparam.py); report.json "reparam" says how many.
     """
     opts = CompileOptions.of(options, **kwargs)  # every option checked
     ctx = run(Context(model, example_inputs, board, opts), stage_list(last="resolve"))

@@ -212,6 +212,10 @@ def format_report(r: dict[str, Any]) -> str:
     if executed != r["macs"]:
         lines[-1] += (f" ({executed:,} executed: patch-based inference computes the rows its bands share again, "
                       f"+{100 * (executed - r['macs']) / r['macs']:.1f} %)")
+    if r.get("reparam"):
+        f = r["reparam"]
+        lines.append(f"Re-parameterized: {f['branches']} parallel branches summed into {f['convs']} convolutions "
+                     f"({f['adds_removed']} adds removed; --no-reparam keeps them)")
     lines += ["", "RAM (activations):"]
     m = r["memory"]
     for reg in m["regions"]:

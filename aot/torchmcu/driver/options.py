@@ -45,6 +45,7 @@ class CompileOptions:
     strict: bool = False  # calibration warnings are errors
     crc: bool = False  # the program carries a CRC32 of its bytes
     recurrent_weights: str = "per-channel"  # RECURRENT_WEIGHTS
+    reparam: bool = True  # parallel conv / batch-norm / identity branches summed fold into one conv
 
     def __post_init__(self) -> None:
         try:

@@ -33,7 +33,7 @@ from .. import backends
 from ..backends import CompileBackend, CompileContext
 from ..boards import Board, load_board
 from ..errors import CompileError
-from ..frontend import ranges
+from ..frontend import ranges, reparam
 from ..frontend.capture import capture, check_inputs, from_exported, to_eval
 from ..ir import PGraph
 from ..passes import io_perm, lower, to_program_graph
@@ -60,6 +60,7 @@ class Context:
     user_model: Any = None  # the model as given: its submodules name the nodes in errors
     precision: dict[str, str] | None = None  # the per-layer precisions in effect
     chosen: Any = None  # frontend.precision.PrecisionPlan, when options.precision is a budget
+    reparam: Any = None  # frontend.reparam.Folded: the branches folded, when any
     exported: Any = None  # torch.export.ExportedProgram
     pairs: list[tuple[int, int]] = field(default_factory=list)  # the state's (input, output) pairs
     graph: Any = None  # the logical graph
@@ -160,15 +161,17 @@ def _quantize(ctx: Context) -> None:
         ctx.model = quantize(ctx.model, ctx.example_inputs, o.calibration, progress=o.progress,
                              weights="int8" if o.quant == "a16w8" else o.quant,
                              activations="int16" if o.quant == "a16w8" else "int8", precision=precision,
-                             recurrent_weights=o.recurrent_weights)
+                             recurrent_weights=o.recurrent_weights, reparam=o.reparam)
     found = ranges.range_warnings(ctx.model)
     if o.strict and found:
         raise CompileError(f"{len(found)} calibration warning(s), an error with --strict; the first: {found[0]}")
 
 
-@stage("capture", needs="model example_inputs user_model options", adds="exported pairs")
+@stage("capture", needs="model example_inputs user_model options", adds="exported pairs reparam")
 def _capture(ctx: Context) -> None:
-    ctx.exported = capture(ctx.model, ctx.example_inputs, modules=ctx.user_model)
+    ctx.exported = capture(ctx.model, ctx.example_inputs, modules=ctx.user_model, reparam=ctx.options.reparam)
+    # Folded here (float32), or before quantization (the q/dq graph carries what was).
+    ctx.reparam = reparam.folded(ctx.exported) or reparam.folded(ctx.model)
     ctx.pairs = state_pairs(ctx.options.state, len(ctx.example_inputs),
                             len(ctx.exported.graph_signature.user_outputs))
 
@@ -263,7 +266,7 @@ def _io(ctx: Context) -> None:
 
 
 @stage("report", needs="board pg mem pte constant_bytes program_memory device_bytes inputs outputs sections reach "
-                        "active chosen hot_note model options", adds="report picture")
+                        "active chosen hot_note model options reparam", adds="report picture")
 def _report(ctx: Context) -> None:
     o, board, pg, mem = ctx.options, ctx.board, ctx.pg, ctx.mem
     report = make_report(board, pg, mem, ctx.pte, ctx.constant_bytes, ctx.program_memory, ctx.device_bytes)
@@ -286,6 +289,8 @@ def _report(ctx: Context) -> None:
             section.update(program_device_bytes=ctx.device_bytes, program_memory=ctx.program_memory)
         report[b.report_key or b.name] = section
     report["backends"] = [b.name for b in ctx.active]
+    if ctx.reparam is not None:
+        report["reparam"] = ctx.reparam.as_dict()
     report["warnings"] = ranges.range_warnings(ctx.model)
     ctx.picture = render_memory_picture(pg, mem)
     report["memory"]["picture"] = MEMORY_PICTURE if ctx.picture is not None else None

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import CompileError, TorchMCUError
+from .reparam import reparameterize
 from .user_code import location, one_line, raised_by_user, user_error
 
 aten = torch.ops.aten
@@ -246,8 +247,10 @@ def to_eval(model: torch.nn.Module, stacklevel: int = 3) -> torch.nn.Module:
 _TRAIN_MODAL = (torch.nn.modules.batchnorm._NormBase, torch.nn.modules.dropout._DropoutNd)
 
 
-def export(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> torch.export.ExportedProgram:
-    """torch.export (static shapes, non-strict), functionalized and with the curated decompositions."""
+def export(model: torch.nn.Module, example_inputs: tuple[Any, ...], reparam: bool = True
+           ) -> torch.export.ExportedProgram:
+    """torch.export (static shapes, non-strict), functionalized and with the curated decompositions;
+    reparam: parallel conv / batch-norm / identity branches summed folded into one conv (reparam.py)."""
     check_inputs(example_inputs)
     try:
         ep = torch.export.export(model, tuple(example_inputs), strict=False)
@@ -263,7 +266,7 @@ def export(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> torch.exp
         raise CompileError(f"torch.export could not capture the model: {type(e).__name__}: {one_line(str(e))}"
                            + (f" (at {where})" if where else "")) from e
     check_outputs(ep)
-    return ep
+    return reparameterize(ep) if reparam else ep
 
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -348,12 +351,12 @@ def check_outputs(ep: torch.export.ExportedProgram) -> None:
 
 
 def capture(model: torch.nn.Module, example_inputs: tuple[Any, ...],
-            modules: torch.nn.Module | None = None) -> torch.export.ExportedProgram:
+            modules: torch.nn.Module | None = None, reparam: bool = True) -> torch.export.ExportedProgram:
     """The model's ExportedProgram, in eval mode. `modules`: the user's model
     whose submodules name the nodes in errors (the model itself by default;
-    the float model when `model` is its quantized graph)."""
+    the float model when `model` is its quantized graph). reparam: see export."""
     check_inputs(example_inputs)
     model = to_eval(model)
-    ep = export(model, example_inputs)
+    ep = export(model, example_inputs, reparam)
     _describe_modules(ep, modules if modules is not None else model)
     return ep

@@ -53,6 +53,7 @@ from torch.fx import Node
 from ..errors import TorchMCUError
 from . import ranges, recurrent
 from .attention import decompose_attention
+from .reparam import META_KEY as REPARAM_KEY, PATHS_KEY as REPARAM_PATHS
 
 aten = torch.ops.aten
 
@@ -209,7 +210,8 @@ def _make_quantizer_class():
         def layer_precision(self, n: Node) -> str:
             stack = list((n.meta.get("nn_module_stack") or {}).values())
             path = str(stack[-1][0]) if stack else ""
-            for key in (n.name, path):
+            # A conv that branches folded into (reparam.py) answers to their module paths too.
+            for key in (n.name, path, *n.meta.get(REPARAM_PATHS, ())):
                 if key and key in self.precision:
                     self.matched.add(key)
                     return self.precision[key]
@@ -378,11 +380,13 @@ def _progress(i: int, n: int, t0: float) -> None:
 
 def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], calibration: Any = None,
              progress: bool = True, weights: str = "int8", activations: str = "int8",
-             precision: dict[str, str] | None = None, recurrent_weights: str = "per-channel") -> torch.fx.GraphModule:
+             precision: dict[str, str] | None = None, recurrent_weights: str = "per-channel",
+             reparam: bool = True) -> torch.fx.GraphModule:
     """PTQ with torchao's prepare_pt2e / convert_pt2e: the q/dq model, which is
-    also PyTorch's own reference for the quantized numerics. Recurrent
-    layers' weights, which PT2E cannot see inside aten.lstm & co., are
-    quantized and dequantized in it as lowering will quantize them
+    also PyTorch's own reference for the quantized numerics. reparam: parallel
+    branches folded first (capture.export), so calibration sees the folded
+    model. Recurrent layers' weights, which PT2E cannot see inside aten.lstm &
+    co., are quantized and dequantized in it as lowering will quantize them
     (recurrent.fake_quantize_weights)."""
     _quiet_torchao()
     from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
@@ -393,7 +397,7 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     samples = calibration_samples(calibration, example_inputs) if calibration is not None else [example_inputs]
     if not samples:
         raise TorchMCUError("the calibration set is empty")
-    float_program = export(to_eval(model), example_inputs)  # functional ATen, as capture gives the float path
+    float_program = export(to_eval(model), example_inputs, reparam)  # functional ATen, as capture gives the float path
     gm = float_program.module()
     has_recurrent = recurrent.record(gm, samples)  # the ranges inside recurrent ops, which PT2E does not see
     prepared = prepare_pt2e(gm, _make_quantizer_class()(weights=weights, activations=activations, precision=precision))
@@ -412,6 +416,7 @@ def quantize(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], c
     if has_recurrent:
         recurrent.fake_quantize_weights(converted, per_row=recurrent_weights == "per-channel")
     ranges.attach(converted, float_program, found)
+    converted.meta.update({k: v for k, v in float_program.graph_module.meta.items() if k == REPARAM_KEY})
     return converted
 
 
