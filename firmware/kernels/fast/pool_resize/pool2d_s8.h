@@ -1,4 +1,6 @@
-// Fast path of avg_pool2d_s8 (see fast.h), included by portable/pool_resize/pool2d_s8.cc only.
+// Fast paths of avg_pool2d_s8 and max_pool2d_s8 (see fast.h), included by
+// portable/pool_resize/pool2d_s8.cc only. Max pooling: below, at
+// max_pool2d_s8. Average pooling:
 //
 // The window's sum per channel is accumulated in int16 lanes: with at most
 // 256 taps of int8 values the sum lies in [-32768, 32512], exact (kernels
@@ -197,6 +199,81 @@ inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t
             out[c + j] = static_cast<int8_t>(v);
           }
         }
+      }
+    }
+  }
+  return true;
+}
+
+// max_pool2d_s8 of the portable tier, every window: per output pixel and
+// step of channels the maximum over the window's in-bounds taps, starting at
+// act_min (the lower clamp folded in, as the generic kernel), then the upper
+// clamp. MVE: 16 channels per VMAX (the channel tail predicated); DSP: 4
+// channels per word, SSUB8 setting the GE flags of the lanes where the tap
+// is the larger and SEL taking those (the last c_n % 4 channels as the
+// generic kernel). True always (same outputs, any window).
+[[gnu::noinline]] inline bool max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
+                                            const QuantPoolParams& p, const PoolOptions& o) {
+  const int32_t dil_h = o.dilation_h, dil_w = o.dilation_w;
+  const int32_t c_n = in_shape.c;
+  const int32_t row_stride = in_shape.w * c_n;
+  const int32_t x_step = dil_w * c_n, y_step = dil_h * row_stride;
+  const int8_t lo = static_cast<int8_t>(p.act_min), hi = static_cast<int8_t>(p.act_max);
+#if !TMCU_S8_MVE
+  const int32_t c_fast = c_n & ~3;
+  const uint32_t lo4 = static_cast<uint8_t>(lo) * 0x01010101u, hi4 = static_cast<uint8_t>(hi) * 0x01010101u;
+#endif
+  for (int32_t n = 0; n < out_shape.n; ++n) {
+    const int8_t* in_n = in + n * in_shape.h * row_stride;
+    for (int32_t oy = 0; oy < out_shape.h; ++oy) {
+      const int32_t iy0 = oy * p.stride_h - p.pad_top;
+      int32_t ky0, ky1;
+      s8::tap_range(iy0, in_shape.h, p.kernel_h, dil_h, &ky0, &ky1);
+      for (int32_t ox = 0; ox < out_shape.w; ++ox, out += c_n) {
+        const int32_t ix0 = ox * p.stride_w - p.pad_left;
+        int32_t kx0, kx1;
+        s8::tap_range(ix0, in_shape.w, p.kernel_w, dil_w, &kx0, &kx1);
+        const int8_t* const first = in_n + (iy0 + ky0 * dil_h) * row_stride + (ix0 + kx0 * dil_w) * c_n;
+        const int32_t rows = ky1 - ky0, cols = kx1 - kx0;
+#if TMCU_S8_MVE
+        for (int32_t c = 0; c < c_n; c += 16) {
+          const mve_pred16_t pr = vctp8q(static_cast<uint32_t>(c_n - c));
+          int8x16_t m = vdupq_n_s8(lo);
+          const int8_t* row = first + c;
+          for (int32_t y = 0; y < rows; ++y, row += y_step) {
+            const int8_t* x = row;
+            for (int32_t i = cols; i > 0; --i, x += x_step) m = vmaxq_s8(m, vldrbq_z_s8(x, pr));
+          }
+          vstrbq_p_s8(out + c, vminq_s8(m, vdupq_n_s8(hi)), pr);
+        }
+#else
+        int32_t c = 0;
+        for (; c < c_fast; c += 4) {
+          uint32_t m = lo4;
+          const int8_t* row = first + c;
+          for (int32_t y = 0; y < rows; ++y, row += y_step) {
+            const int8_t* x = row;
+            for (int32_t i = cols; i > 0; --i, x += x_step) {
+              uint32_t v;
+              std::memcpy(&v, x, 4);
+              __ssub8(static_cast<int8x4_t>(v), static_cast<int8x4_t>(m));
+              m = static_cast<uint32_t>(__sel(static_cast<uint8x4_t>(v), static_cast<uint8x4_t>(m)));
+            }
+          }
+          __ssub8(static_cast<int8x4_t>(m), static_cast<int8x4_t>(hi4));
+          m = static_cast<uint32_t>(__sel(static_cast<uint8x4_t>(hi4), static_cast<uint8x4_t>(m)));
+          std::memcpy(out + c, &m, 4);
+        }
+        for (; c < c_n; ++c) {
+          int8_t m = lo;
+          const int8_t* row = first + c;
+          for (int32_t y = 0; y < rows; ++y, row += y_step) {
+            const int8_t* x = row;
+            for (int32_t i = cols; i > 0; --i, x += x_step) m = *x > m ? *x : m;
+          }
+          out[c] = m > hi ? hi : m;
+        }
+#endif
       }
     }
   }
