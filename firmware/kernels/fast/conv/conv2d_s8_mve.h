@@ -62,6 +62,32 @@ inline int32_t weight_sum(const int8_t* w, mve_pred16_t first, int32_t steps) {
   return s;
 }
 
+// weight_sum of n (<= 4) rows K apart: the rows' loads interleaved, out[j]
+// row j's.
+inline void weight_sums(const int8_t* w, int32_t K, int32_t n, mve_pred16_t first, int32_t steps, int32_t* out) {
+  if (n < 4) {
+    for (int32_t j = 0; j < n; ++j) out[j] = weight_sum(w + j * K, first, steps);
+    return;
+  }
+  const int8_t *w0 = w, *w1 = w + K, *w2 = w + 2 * K, *w3 = w + 3 * K;
+  int32_t s0 = vaddvq_s8(vldrbq_z_s8(w0, first)), s1 = vaddvq_s8(vldrbq_z_s8(w1, first));
+  int32_t s2 = vaddvq_s8(vldrbq_z_s8(w2, first)), s3 = vaddvq_s8(vldrbq_z_s8(w3, first));
+  for (int32_t t = 1; t < steps; ++t) {
+    w0 += 16;
+    w1 += 16;
+    w2 += 16;
+    w3 += 16;
+    s0 = vaddvaq_s8(s0, vldrbq_s8(w0));
+    s1 = vaddvaq_s8(s1, vldrbq_s8(w1));
+    s2 = vaddvaq_s8(s2, vldrbq_s8(w2));
+    s3 = vaddvaq_s8(s3, vldrbq_s8(w3));
+  }
+  out[0] = s0;
+  out[1] = s1;
+  out[2] = s2;
+  out[3] = s3;
+}
+
 // acc[i] = sum_k x_i[k] * w[k] for the 4 interleaved patches at x and the
 // weight row at w (minus lead bytes), over steps chunks.
 [[gnu::always_inline]] inline int32x4_t dots1(const int8_t* x, const int8_t* w, mve_pred16_t first, int32_t steps) {
@@ -624,9 +650,14 @@ constexpr int32_t kWideOc = 32;
   for (int32_t oc0 = 0; oc0 < out_c; oc0 += kWideOc) {
     const int32_t ocn = out_c - oc0 < kWideOc ? out_c - oc0 : kWideOc;
     const int8_t* const wb = cv.w + oc0 * K;
-    for (int32_t j = 0; j < ocn; ++j) {
-      const int32_t sum = weight_sum(wb + j * K - lead_k, first_k, steps_k);
-      folded[j] = wrap_add(cv.bias ? cv.bias[oc0 + j] : 0, static_cast<int32_t>(in_off * static_cast<uint32_t>(sum)));
+    for (int32_t j0 = 0; j0 < ocn; j0 += 4) {
+      const int32_t jn = ocn - j0 < 4 ? ocn - j0 : 4;
+      int32_t s4[4];
+      weight_sums(wb + j0 * K - lead_k, K, jn, first_k, steps_k, s4);
+      for (int32_t j = j0; j < j0 + jn; ++j) {
+        folded[j] = wrap_add(cv.bias ? cv.bias[oc0 + j] : 0,
+                             static_cast<int32_t>(in_off * static_cast<uint32_t>(s4[j - j0])));
+      }
     }
     args.acc_end = acc + 4 * (ocn & ~1);
     PixelWalk at{cv.out_shape, p.stride_h, p.stride_w, p.pad_top, p.pad_left};
