@@ -17,7 +17,9 @@ exact rounding ties, the output over its first input (in place), element
 counts with a tail, below the table threshold, and broadcasting (the generic
 kernel). For AVG_POOL2D: DS-CNN's and ResNet-8's global pools, padding with
 and without count_include_pad, divisor_override, channel counts with tails,
-the extreme sums of 256 taps, and 272 taps (the generic kernel). For
+the extreme sums of 256 taps, windows of more than 256 taps (int16 sums per
+block of rows: 272 taps, EfficientNet's 32 x 32 global pool, its extreme
+sums) and rows of 260 taps (the generic kernel). For
 MAX_POOL2D: ResNet's 3x3 stride 2 pad 1, dilation, a ReLU6-like clamp (both
 bounds), channel counts with MVE and DSP tails (3, 21, 67). Every op
 reads its own inputs and writes its own output; random int8 inputs.
@@ -184,7 +186,10 @@ POOL = [
     ("c3_override", [1, 6, 6, 3], (2, 3), (2, 1), (0, 1, 0, 1), {"divisor_override": 5}, (-50, 60)),
     ("c40_256_taps_allmin", [1, 16, 16, 40], (16, 16), (1, 1), (0, 0, 0, 0), {}, None),
     ("c24_256_taps_allmax", [1, 16, 16, 24], (16, 16), (1, 1), (0, 0, 0, 0), {}, None),
-    ("c16_272_taps", [1, 17, 16, 16], (17, 16), (1, 1), (0, 0, 0, 0), {}, None),  # the generic kernel
+    ("c16_272_taps", [1, 17, 16, 16], (17, 16), (1, 1), (0, 0, 0, 0), {}, None),  # blocks of 16 rows and 1
+    ("c32_1024_taps", [1, 32, 32, 32], (32, 32), (1, 1), (0, 0, 0, 0), {}, None),  # EfficientNet's SE pool
+    ("c19_1024_taps_allmin", [1, 32, 32, 19], (32, 32), (1, 1), (0, 0, 0, 0), {}, None),
+    ("c8_row_260_taps", [2, 1, 260, 8], (1, 260), (1, 1), (0, 0, 0, 0), {}, None),  # the generic kernel
 ]
 
 # MAX_POOL2D_S8, as POOL.
@@ -239,18 +244,17 @@ def program() -> tuple[dict, bytes]:
 def samples(tree: dict) -> list[list[np.ndarray]]:
     """Random int8 inputs; the pools' allmin / allmax inputs constant (the
     extreme sums of 256 taps: -32768, 32512)."""
-    rng = np.random.default_rng(7)
-
-    def one(t: int) -> np.ndarray:
+    # One generator per input (and sample): a case added does not change the others' inputs.
+    def one(t: int, sample: int) -> np.ndarray:
         d = tree["tensors"][t]
-        x = rng.integers(-128, 128, d["dims"], dtype=np.int8)
+        x = np.random.default_rng([11, t, sample]).integers(-128, 128, d["dims"], dtype=np.int8)
         if d["name"].endswith("allmin_x"):
             x[:] = -128
         if d["name"].endswith("allmax_x"):
             x[:] = 127
         return x
 
-    return [[one(t) for t in tree["inputs"]] for _ in range(SAMPLES)]
+    return [[one(t, i) for t in tree["inputs"]] for i in range(SAMPLES)]
 
 
 NAMES = [c[0] for c in LINEAR] + [c[0] for c in ADD] + [c[0] for c in POOL] + [c[0] for c in MAX_POOL]
@@ -296,5 +300,7 @@ def test_linear_and_add_fast_paths_bit_exact_in_qemu(board: str, tmp_path) -> No
     fast, slow = res.kernel_instructions(), generic.kernel_instructions()
     ops = [op["name"] for op in tree["ops"]]
     # The first of each: the autoencoder's, ResNet-8's, DS-CNN's and ResNet-18's shapes.
-    for i in (ops.index("linear_s8"), ops.index("add_s8"), ops.index("avg_pool2d_s8"), ops.index("max_pool2d_s8")):
+    # And EfficientNet's global pool of 1024 taps.
+    for i in (ops.index("linear_s8"), ops.index("add_s8"), ops.index("avg_pool2d_s8"), ops.index("max_pool2d_s8"),
+              NAMES.index("c32_1024_taps")):
         assert fast[i] < 0.5 * slow[i], (board, ops[i], fast[i], slow[i])

@@ -2,9 +2,10 @@
 // portable/pool_resize/pool2d_s8.cc only. Max pooling: below, at
 // max_pool2d_s8. Average pooling:
 //
-// The window's sum per channel is accumulated in int16 lanes: with at most
-// 256 taps of int8 values the sum lies in [-32768, 32512], exact (kernels
-// of more taps run the generic kernel). MVE: 16 channels per step, two
+// The window's sum per channel is accumulated in int16 lanes over blocks of
+// rows of at most 256 taps (the sum of 256 int8 values lies in [-32768,
+// 32512], exact), each block's sums added to int32 ones (windows of rows
+// longer than 256 taps run the generic kernel). MVE: 16 channels per step, two
 // int16x8 accumulators fed by widening loads (the channel tail
 // predicated); DSP: 8 channels per step, SXTB16 of each 4-byte word into
 // halfword pairs (channels 0 and 2, 1 and 3) added by SADD16. The rest of
@@ -54,9 +55,9 @@ struct PoolWindow {
   int32_t rows, cols, row_stride, c_n;
 };
 
-// sums[j] = the window's sum of channel c + j, j < kPoolStep (channels
-// beyond c_n read as 0).
-inline void pool_sums(const PoolWindow& win, int32_t c, int16_t* sums) {
+// sums[j] = the sum of channel c + j, j < kPoolStep, over the window's
+// rows (at most kPoolMaxTaps taps; channels beyond c_n read as 0).
+inline void pool_sums16(const PoolWindow& win, int32_t c, int16_t* sums) {
 #if TMCU_S8_MVE
   const int32_t left = win.c_n - c;
   const mve_pred16_t p0 = vctp16q(static_cast<uint32_t>(left));
@@ -108,18 +109,34 @@ inline void pool_sums(const PoolWindow& win, int32_t c, int16_t* sums) {
 #endif
 }
 
+// sums[j] = the window's sum of channel c + j, j < kPoolStep: its rows in
+// blocks of at most kPoolMaxTaps taps (win.cols <= kPoolMaxTaps).
+inline void pool_sums(PoolWindow win, int32_t c, int32_t* sums) {
+  alignas(16) int16_t part[kPoolStep];
+  const int32_t block = win.cols > 0 ? kPoolMaxTaps / win.cols : 1;
+  for (int32_t j = 0; j < kPoolStep; ++j) sums[j] = 0;
+  int32_t rows = win.rows;
+  do {
+    win.rows = rows < block ? rows : block;
+    pool_sums16(win, c, part);
+    for (int32_t j = 0; j < kPoolStep; ++j) sums[j] += part[j];
+    win.first += win.rows * win.row_stride;
+    rows -= win.rows;
+  } while (rows > 0);
+}
+
 #if TMCU_S8_MVE
 
 // out[j] = clamp(trunc((sums[j] + padded +- half) / d)) for j < cn, the
 // sign of the rounding term that of the sum (at sum 0, |n| = half < d gives
 // 0 either way); 4 channels per step, the division as the multiply by
 // recip (see avg_pool2d_s8).
-inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t half, uint32_t recip, int32_t lo,
+inline void pool_finish(const int32_t* sums, int32_t cn, int32_t padded, int32_t half, uint32_t recip, int32_t lo,
                         int32_t hi, int8_t* out) {
   const int32x4_t hv = vdupq_n_s32(half), lov = vdupq_n_s32(lo), hiv = vdupq_n_s32(hi);
   const uint32x4_t rv = vdupq_n_u32(recip);
   for (int32_t j = 0; j < cn; j += 4) {
-    const int32x4_t s = vaddq_n_s32(vldrhq_s32(sums + j), padded);
+    const int32x4_t s = vaddq_n_s32(vldrwq_s32(sums + j), padded);
     const int32x4_t sign = vshrq_n_s32(s, 31);
     const int32x4_t n = vaddq_s32(s, vsubq_s32(veorq_s32(hv, sign), sign));  // s + half or s - half
     const uint32x4_t q = vmulhq_u32(vreinterpretq_u32_s32(vabsq_s32(n)), rv);
@@ -132,12 +149,12 @@ inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t
 
 }  // namespace
 
-// avg_pool2d_s8 of the portable tier (kernels/portable/<family>/) for windows of at most kPoolMaxTaps taps;
-// false for others. DSP: kPoolStep channels at a time while a whole step's
+// avg_pool2d_s8 of the portable tier (kernels/portable/<family>/) for windows of rows of at most
+// kPoolMaxTaps taps; false for others. DSP: kPoolStep channels at a time while a whole step's
 // bytes lie in the pixel (the rest as the generic kernel).
 [[gnu::noinline]] inline bool avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
                                             const QuantPoolParams& p, const PoolOptions& o) {
-  if (p.kernel_h * p.kernel_w > kPoolMaxTaps) return false;
+  if (p.kernel_w > kPoolMaxTaps) return false;
   const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
   const int32_t pad_top = p.pad_top, pad_left = p.pad_left;
   const int32_t lo = p.act_min, hi = p.act_max;
@@ -145,7 +162,7 @@ inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t
   const int32_t row_stride = in_shape.w * c_n;
   // MVE steps read only the live channels (predicated); DSP steps read 8 bytes.
   const int32_t c_fast = TMCU_S8_MVE ? c_n : c_n - c_n % kPoolStep;
-  alignas(16) int16_t sums[kPoolStep];
+  alignas(16) int32_t sums[kPoolStep];
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + n * in_shape.h * row_stride;
     for (int32_t oy = 0; oy < out_shape.h; ++oy) {
@@ -163,8 +180,8 @@ inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t
 #if TMCU_S8_MVE
         // The division by a multiply: floor(|n| * ceil(2^32 / d) / 2^32) =
         // floor(|n| / d) exactly while |n| * d < 2^32 (the error term
-        // |n| * (ceil - 2^32 / d) / 2^32 stays below 1 / d), d >= 2.
-        const int64_t most = 32768 + (padded < 0 ? -int64_t{padded} : int64_t{padded}) + half;
+        // |n| * (ceil - 2^32 / d) / 2^32 stays below 1 / d), d >= 2; |sum| <= 128 per tap.
+        const int64_t most = int64_t{128} * count + (padded < 0 ? -int64_t{padded} : int64_t{padded}) + half;
         const bool vector_div = divisor >= 2 && most * divisor < (int64_t{1} << 32);
         // ceil(2^32 / d) = floor((2^32 - 1) / d) + 1 (in 32 bits: no 64-bit division helper).
         const uint32_t recip = vector_div ? 0xffffffffu / static_cast<uint32_t>(divisor) + 1 : 0;
@@ -182,7 +199,7 @@ inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t
               for (int32_t y = 0; y < win.rows; ++y, row += row_stride) {
                 for (int32_t i = 0; i < win.cols; ++i) s += row[i * c_n];
               }
-              sums[j] = static_cast<int16_t>(s);
+              sums[j] = s;
             }
           }
 #if TMCU_S8_MVE
