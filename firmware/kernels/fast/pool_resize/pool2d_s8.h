@@ -131,12 +131,17 @@ inline void pool_sums(PoolWindow win, int32_t c, int32_t* sums) {
 // sign of the rounding term that of the sum (at sum 0, |n| = half < d gives
 // 0 either way); 4 channels per step, the division as the multiply by
 // recip (see avg_pool2d_s8).
-inline void pool_finish(const int32_t* sums, int32_t cn, int32_t padded, int32_t half, uint32_t recip, int32_t lo,
+[[gnu::always_inline]] inline int32x4_t pool_load4(const int16_t* s) { return vldrhq_s32(s); }
+[[gnu::always_inline]] inline int32x4_t pool_load4(const int32_t* s) { return vldrwq_s32(s); }
+
+// The sums int16 (a window of at most kPoolMaxTaps taps) or int32 (blocks).
+template <class Sum>
+inline void pool_finish(const Sum* sums, int32_t cn, int32_t padded, int32_t half, uint32_t recip, int32_t lo,
                         int32_t hi, int8_t* out) {
   const int32x4_t hv = vdupq_n_s32(half), lov = vdupq_n_s32(lo), hiv = vdupq_n_s32(hi);
   const uint32x4_t rv = vdupq_n_u32(recip);
   for (int32_t j = 0; j < cn; j += 4) {
-    const int32x4_t s = vaddq_n_s32(vldrwq_s32(sums + j), padded);
+    const int32x4_t s = vaddq_n_s32(pool_load4(sums + j), padded);
     const int32x4_t sign = vshrq_n_s32(s, 31);
     const int32x4_t n = vaddq_s32(s, vsubq_s32(veorq_s32(hv, sign), sign));  // s + half or s - half
     const uint32x4_t q = vmulhq_u32(vreinterpretq_u32_s32(vabsq_s32(n)), rv);
@@ -162,6 +167,7 @@ inline void pool_finish(const int32_t* sums, int32_t cn, int32_t padded, int32_t
   const int32_t row_stride = in_shape.w * c_n;
   // MVE steps read only the live channels (predicated); DSP steps read 8 bytes.
   const int32_t c_fast = TMCU_S8_MVE ? c_n : c_n - c_n % kPoolStep;
+  alignas(16) int16_t sums16[kPoolStep];
   alignas(16) int32_t sums[kPoolStep];
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + n * in_shape.h * row_stride;
@@ -188,8 +194,30 @@ inline void pool_finish(const int32_t* sums, int32_t cn, int32_t padded, int32_t
 #endif
         const PoolWindow win{in_n + (iy0 + ky0) * row_stride + (ix0 + kx0) * c_n, ky1 - ky0, kx1 - kx0, row_stride,
                              c_n};
+        // One block (the sums int16, as they are summed) or several.
+        const bool one_block = win.rows * win.cols <= kPoolMaxTaps;
         for (int32_t c = 0; c < c_n; c += kPoolStep) {
           const int32_t cn = c_n - c < kPoolStep ? c_n - c : kPoolStep;
+          auto emit = [&](const auto* sum) {
+#if TMCU_S8_MVE
+            if (vector_div) {
+              pool_finish(sum, cn, padded, half, recip, lo, hi, out + c);
+              return;
+            }
+#endif
+            for (int32_t j = 0; j < cn; ++j) {
+              const int32_t s = sum[j] + padded;
+              int32_t v = (s > 0 ? s + half : s - half) / divisor;
+              v = v < lo ? lo : v;
+              v = v > hi ? hi : v;
+              out[c + j] = static_cast<int8_t>(v);
+            }
+          };
+          if (c < c_fast && one_block) {
+            pool_sums16(win, c, sums16);
+            emit(sums16);
+            continue;
+          }
           if (c < c_fast) {
             pool_sums(win, c, sums);
           } else {  // the DSP's last channels, fewer than a step
@@ -202,19 +230,7 @@ inline void pool_finish(const int32_t* sums, int32_t cn, int32_t padded, int32_t
               sums[j] = s;
             }
           }
-#if TMCU_S8_MVE
-          if (vector_div) {
-            pool_finish(sums, cn, padded, half, recip, lo, hi, out + c);
-            continue;
-          }
-#endif
-          for (int32_t j = 0; j < cn; ++j) {
-            const int32_t s = sums[j] + padded;
-            int32_t v = (s > 0 ? s + half : s - half) / divisor;
-            v = v < lo ? lo : v;
-            v = v > hi ? hi : v;
-            out[c + j] = static_cast<int8_t>(v);
-          }
+          emit(sums);
         }
       }
     }
