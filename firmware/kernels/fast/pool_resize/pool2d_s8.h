@@ -152,6 +152,46 @@ inline void pool_finish(const Sum* sums, int32_t cn, int32_t padded, int32_t hal
 
 #endif
 
+// avg_pool2d_s8's channels of one output pixel whose window has more than
+// kPoolMaxTaps taps: int32 sums of int16 blocks (pool_sums), then as
+// avg_pool2d_s8 (recip 0: the scalar division). Out of line: the common
+// windows' loop keeps its registers.
+[[gnu::noinline]] void pool_blocks(const PoolWindow& win, int32_t c_fast, int32_t padded, int32_t half,
+                                   int32_t divisor, uint32_t recip, int32_t lo, int32_t hi, int8_t* out) {
+  alignas(16) int32_t sums[kPoolStep];
+  const int32_t c_n = win.c_n;
+  for (int32_t c = 0; c < c_n; c += kPoolStep) {
+    const int32_t cn = c_n - c < kPoolStep ? c_n - c : kPoolStep;
+    if (c < c_fast) {
+      pool_sums(win, c, sums);
+    } else {  // the DSP's last channels, fewer than a step
+      for (int32_t j = 0; j < cn; ++j) {
+        int32_t s = 0;
+        const int8_t* row = win.first + c + j;
+        for (int32_t y = 0; y < win.rows; ++y, row += win.row_stride) {
+          for (int32_t i = 0; i < win.cols; ++i) s += row[i * c_n];
+        }
+        sums[j] = s;
+      }
+    }
+#if TMCU_S8_MVE
+    if (recip != 0) {
+      pool_finish(sums, cn, padded, half, recip, lo, hi, out + c);
+      continue;
+    }
+#else
+    (void)recip;
+#endif
+    for (int32_t j = 0; j < cn; ++j) {
+      const int32_t s = sums[j] + padded;
+      int32_t v = (s > 0 ? s + half : s - half) / divisor;
+      v = v < lo ? lo : v;
+      v = v > hi ? hi : v;
+      out[c + j] = static_cast<int8_t>(v);
+    }
+  }
+}
+
 }  // namespace
 
 // avg_pool2d_s8 of the portable tier (kernels/portable/<family>/) for windows of rows of at most
@@ -167,8 +207,7 @@ inline void pool_finish(const Sum* sums, int32_t cn, int32_t padded, int32_t hal
   const int32_t row_stride = in_shape.w * c_n;
   // MVE steps read only the live channels (predicated); DSP steps read 8 bytes.
   const int32_t c_fast = TMCU_S8_MVE ? c_n : c_n - c_n % kPoolStep;
-  alignas(16) int16_t sums16[kPoolStep];
-  alignas(16) int32_t sums[kPoolStep];
+  alignas(16) int16_t sums[kPoolStep];
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + n * in_shape.h * row_stride;
     for (int32_t oy = 0; oy < out_shape.h; ++oy) {
@@ -194,32 +233,18 @@ inline void pool_finish(const Sum* sums, int32_t cn, int32_t padded, int32_t hal
 #endif
         const PoolWindow win{in_n + (iy0 + ky0) * row_stride + (ix0 + kx0) * c_n, ky1 - ky0, kx1 - kx0, row_stride,
                              c_n};
-        // One block (the sums int16, as they are summed) or several.
-        const bool one_block = win.rows * win.cols <= kPoolMaxTaps;
+        if (win.rows * win.cols > kPoolMaxTaps) {
+#if TMCU_S8_MVE
+          pool_blocks(win, c_fast, padded, half, divisor, vector_div ? recip : 0, lo, hi, out);
+#else
+          pool_blocks(win, c_fast, padded, half, divisor, 0, lo, hi, out);
+#endif
+          continue;
+        }
         for (int32_t c = 0; c < c_n; c += kPoolStep) {
           const int32_t cn = c_n - c < kPoolStep ? c_n - c : kPoolStep;
-          auto emit = [&](const auto* sum) {
-#if TMCU_S8_MVE
-            if (vector_div) {
-              pool_finish(sum, cn, padded, half, recip, lo, hi, out + c);
-              return;
-            }
-#endif
-            for (int32_t j = 0; j < cn; ++j) {
-              const int32_t s = sum[j] + padded;
-              int32_t v = (s > 0 ? s + half : s - half) / divisor;
-              v = v < lo ? lo : v;
-              v = v > hi ? hi : v;
-              out[c + j] = static_cast<int8_t>(v);
-            }
-          };
-          if (c < c_fast && one_block) {
-            pool_sums16(win, c, sums16);
-            emit(sums16);
-            continue;
-          }
           if (c < c_fast) {
-            pool_sums(win, c, sums);
+            pool_sums16(win, c, sums);
           } else {  // the DSP's last channels, fewer than a step
             for (int32_t j = 0; j < cn; ++j) {
               int32_t s = 0;
@@ -227,10 +252,22 @@ inline void pool_finish(const Sum* sums, int32_t cn, int32_t padded, int32_t hal
               for (int32_t y = 0; y < win.rows; ++y, row += row_stride) {
                 for (int32_t i = 0; i < win.cols; ++i) s += row[i * c_n];
               }
-              sums[j] = s;
+              sums[j] = static_cast<int16_t>(s);
             }
           }
-          emit(sums);
+#if TMCU_S8_MVE
+          if (vector_div) {
+            pool_finish(sums, cn, padded, half, recip, lo, hi, out + c);
+            continue;
+          }
+#endif
+          for (int32_t j = 0; j < cn; ++j) {
+            const int32_t s = sums[j] + padded;
+            int32_t v = (s > 0 ? s + half : s - half) / divisor;
+            v = v < lo ? lo : v;
+            v = v > hi ? hi : v;
+            out[c + j] = static_cast<int8_t>(v);
+          }
         }
       }
     }
