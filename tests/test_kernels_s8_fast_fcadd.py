@@ -1,4 +1,4 @@
-"""The int8 fast paths of LINEAR_S8, ADD_S8 and AVG_POOL2D_S8
+"""The int8 fast paths of LINEAR_S8, ADD_S8, AVG_POOL2D_S8 and MAX_POOL2D_S8
 (firmware/kernels/fast/conv/linear_s8.h, elementwise/binary_s8.h,
 pool_resize/pool2d_s8.h) bit for bit against the NumPy reference, in QEMU on
 the M4 (mps2-an386), the M33 (mps2-an505) and the M55 (mps3-an547).
@@ -17,7 +17,11 @@ exact rounding ties, the output over its first input (in place), element
 counts with a tail, below the table threshold, and broadcasting (the generic
 kernel). For AVG_POOL2D: DS-CNN's and ResNet-8's global pools, padding with
 and without count_include_pad, divisor_override, channel counts with tails,
-the extreme sums of 256 taps, and 272 taps (the generic kernel). Every op
+the extreme sums of 256 taps, windows of more than 256 taps (int16 sums per
+block of rows: 272 taps, EfficientNet's 32 x 32 global pool, its extreme
+sums) and rows of 260 taps (the generic kernel). For
+MAX_POOL2D: ResNet's 3x3 stride 2 pad 1, dilation, a ReLU6-like clamp (both
+bounds), channel counts with MVE and DSP tails (3, 21, 67). Every op
 reads its own inputs and writes its own output; random int8 inputs.
 """
 
@@ -182,21 +186,33 @@ POOL = [
     ("c3_override", [1, 6, 6, 3], (2, 3), (2, 1), (0, 1, 0, 1), {"divisor_override": 5}, (-50, 60)),
     ("c40_256_taps_allmin", [1, 16, 16, 40], (16, 16), (1, 1), (0, 0, 0, 0), {}, None),
     ("c24_256_taps_allmax", [1, 16, 16, 24], (16, 16), (1, 1), (0, 0, 0, 0), {}, None),
-    ("c16_272_taps", [1, 17, 16, 16], (17, 16), (1, 1), (0, 0, 0, 0), {}, None),  # the generic kernel
+    ("c16_272_taps", [1, 17, 16, 16], (17, 16), (1, 1), (0, 0, 0, 0), {}, None),  # blocks of 16 rows and 1
+    ("c32_1024_taps", [1, 32, 32, 32], (32, 32), (1, 1), (0, 0, 0, 0), {}, None),  # EfficientNet's SE pool
+    ("c19_1024_taps_allmin", [1, 32, 32, 19], (32, 32), (1, 1), (0, 0, 0, 0), {}, None),
+    ("c8_row_260_taps", [2, 1, 260, 8], (1, 260), (1, 1), (0, 0, 0, 0), {}, None),  # the generic kernel
+]
+
+# MAX_POOL2D_S8, as POOL.
+MAX_POOL = [
+    ("max_resnet_stem", [1, 16, 16, 64], (3, 3), (2, 2), (1, 1, 1, 1), {}, None),
+    ("max_c21_dil_relu", [2, 9, 11, 21], (3, 2), (1, 2), (1, 0, 1, 0), {"dilation_h": 2, "dilation_w": 3}, "relu"),
+    ("max_c67_clamp", [1, 6, 7, 67], (2, 2), (2, 2), (0, 0, 0, 0), {}, (-50, 60)),
+    ("max_c3_pad", [1, 5, 5, 3], (3, 3), (1, 1), (1, 1, 1, 1), {}, None),
 ]
 
 
-def add_pool(b: Builder, a: Arena, case) -> tuple[int, int]:
+def add_pool(b: Builder, a: Arena, case, code: str = "AVG_POOL2D_S8") -> tuple[int, int]:
     name, dx, (kh, kw), (sh, sw), (pt, pl, pb, pr), options, act = case
-    oh = (dx[1] + pt + pb - kh) // sh + 1
-    ow = (dx[2] + pl + pr - kw) // sw + 1
+    dh, dw = options.get("dilation_h", 1), options.get("dilation_w", 1)
+    oh = (dx[1] + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (dx[2] + pl + pr - dw * (kw - 1) - 1) // sw + 1
     zp = -128 if act == "relu" else 3
     x = a.tensor(f"{name}_x", dx, 0.05, zp)
     y = a.tensor(f"{name}_y", [dx[0], oh, ow, dx[3]], 0.05, zp)
     lo, hi = _act(act, zp)
     params = {"kernel_h": kh, "kernel_w": kw, "stride_h": sh, "stride_w": sw, "pad_top": pt, "pad_left": pl,
               "pad_bottom": pb, "pad_right": pr, "zero_point": zp, "act_min": lo, "act_max": hi, **options}
-    b.op("AVG_POOL2D_S8", [x], [y], ("QuantPool2dParams", params))
+    b.op(code, [x], [y], ("QuantPool2dParams", params))
     return x, y
 
 
@@ -217,6 +233,10 @@ def program() -> tuple[dict, bytes]:
         x, y = add_pool(b, a, case)
         inputs.append(x)
         outputs.append(y)
+    for case in MAX_POOL:
+        x, y = add_pool(b, a, case, "MAX_POOL2D_S8")
+        inputs.append(x)
+        outputs.append(y)
     tree = b.tree(inputs, outputs)
     return tree, serialize.to_pte(tree, bytes(b.segment))
 
@@ -224,21 +244,20 @@ def program() -> tuple[dict, bytes]:
 def samples(tree: dict) -> list[list[np.ndarray]]:
     """Random int8 inputs; the pools' allmin / allmax inputs constant (the
     extreme sums of 256 taps: -32768, 32512)."""
-    rng = np.random.default_rng(7)
-
-    def one(t: int) -> np.ndarray:
+    # One generator per input (and sample): a case added does not change the others' inputs.
+    def one(t: int, sample: int) -> np.ndarray:
         d = tree["tensors"][t]
-        x = rng.integers(-128, 128, d["dims"], dtype=np.int8)
+        x = np.random.default_rng([11, t, sample]).integers(-128, 128, d["dims"], dtype=np.int8)
         if d["name"].endswith("allmin_x"):
             x[:] = -128
         if d["name"].endswith("allmax_x"):
             x[:] = 127
         return x
 
-    return [[one(t) for t in tree["inputs"]] for _ in range(SAMPLES)]
+    return [[one(t, i) for t in tree["inputs"]] for i in range(SAMPLES)]
 
 
-NAMES = [c[0] for c in LINEAR] + [c[0] for c in ADD] + [c[0] for c in POOL]
+NAMES = [c[0] for c in LINEAR] + [c[0] for c in ADD] + [c[0] for c in POOL] + [c[0] for c in MAX_POOL]
 
 
 def test_the_reference_outputs_are_not_trivial() -> None:
@@ -280,6 +299,8 @@ def test_linear_and_add_fast_paths_bit_exact_in_qemu(board: str, tmp_path) -> No
         np.testing.assert_array_equal(got, want, err_msg=name)
     fast, slow = res.kernel_instructions(), generic.kernel_instructions()
     ops = [op["name"] for op in tree["ops"]]
-    # The first of each: the autoencoder's, ResNet-8's and DS-CNN's shapes.
-    for i in (ops.index("linear_s8"), ops.index("add_s8"), ops.index("avg_pool2d_s8")):
+    # The first of each: the autoencoder's, ResNet-8's, DS-CNN's and ResNet-18's shapes.
+    # And EfficientNet's global pool of 1024 taps.
+    for i in (ops.index("linear_s8"), ops.index("add_s8"), ops.index("avg_pool2d_s8"), ops.index("max_pool2d_s8"),
+              NAMES.index("c32_1024_taps")):
         assert fast[i] < 0.5 * slow[i], (board, ops[i], fast[i], slow[i])

@@ -82,6 +82,7 @@ class Elf:
     sizes: dict[int, int]  # function address -> size
     symbols: dict[str, tuple[int, int]]  # every named symbol -> (value, size)
     data: bytes
+    nobits: set[str] = field(default_factory=set)  # sections without contents in the file (SHT_NOBITS)
 
 
 def read_elf(path: Path) -> Elf:
@@ -98,10 +99,13 @@ def read_elf(path: Path) -> Elf:
         return data[start:data.index(b"\0", start)].decode()
 
     sections: dict[str, tuple[int, int, int, int]] = {}
+    nobits: set[str] = set()
     symtab = None
     for h in heads:
         name = name_at(strtab, h[0])
         sections[name] = (h[3], h[5], h[4], h[2])
+        if h[1] == 8:  # SHT_NOBITS: its file offset holds other sections' bytes
+            nobits.add(name)
         if h[1] == 2:  # SHT_SYMTAB
             symtab = h
     functions: dict[int, list[str]] = {}
@@ -119,17 +123,19 @@ def read_elf(path: Path) -> Elf:
                 addr = value & ~1
                 functions.setdefault(addr, []).append(name)
                 sizes[addr] = max(sizes.get(addr, 0), size)
-    return Elf(sections, functions, sizes, symbols, data)
+    return Elf(sections, functions, sizes, symbols, data, nobits)
 
 
 def _loaded_words(elf: Elf, skip: tuple[int, int] | None) -> np.ndarray:
     """Every aligned word of the loaded sections (SHF_ALLOC, with contents),
-    but those at addresses in `skip`, in order. An array: the program's
+    but those at addresses in `skip`, in order; not the sections without
+    contents (.stack, .bss, the arenas: SHT_NOBITS), whose file offset holds
+    other bytes (the symbol table's function addresses). An array: the program's
     constants are loaded words too, tens of MB for a float CNN, which a loop
     word by word took most of a minute to read."""
     parts = []
     for name, (addr, size, off, flags) in elf.sections.items():
-        if not flags & 2 or not size or name in (".stack", ".bss") or off + size > len(elf.data):
+        if not flags & 2 or not size or name in (".stack", ".bss") or name in elf.nobits or off + size > len(elf.data):
             continue
         start = -addr % 4  # literal pools and tables are word aligned
         n = max(0, (size - start) // 4)

@@ -79,7 +79,9 @@ namespace fast {
 // Where the fast paths are:
 // - conv/conv2d_s8.h (+ _mve.h, _dsp.h): fast::conv2d_s8, patches of up to
 //   576 bytes copied into a 4-pixel interleaved buffer; a GEMM of 2 output
-//   channels x 4 pixels (MVE VMLADAVA) or 1 x 4/2 (DSP SMLAD).
+//   channels x 4 pixels (MVE VMLADAVA) or 1 x 4/2 (DSP SMLAD). Longer
+//   patches (any K) in K chunks (run_wide): blocks of 32 output channels
+//   whose int32 accumulators take the chunks one after the other.
 // - conv/dwconv_s8.h, dwconv_s8_rows.h: fast::depthwise_conv2d_s8, row
 //   blocked (MVE: 4 output rows per vector over gathered column windows;
 //   DSP: SMLAD on column buffers, SMMLAR requantization), else per pixel.
@@ -87,6 +89,7 @@ namespace fast {
 //   DSP: SMLAD over pre-expanded input pairs).
 // - elementwise/binary_s8.h: ADD of equal shapes (the smaller-scale input
 //   tabulated; MVE 16 elements per step).
-// - pool_resize/pool2d_s8.h: average pooling (exact int16 sums).
+// - pool_resize/pool2d_s8.h: average pooling (exact int16 sums per block of
+//   at most 256 taps), max pooling (MVE VMAX, DSP SSUB8/SEL).
 
 #endif  // TORCHMCU_KERNELS_FAST_FAST_H_

@@ -151,6 +151,22 @@ inline void gather(Sink& sink, const int8_t* in_n, Shape4 in_shape, int32_t kern
   }
 }
 
+// A sink (gather()'s) that keeps the patch indexes [k0, k1) of another,
+// moved to start at 0: one K chunk of a patch (the K-tiled paths).
+template <class Sink>
+struct KWindow {
+  Sink sink;
+  int32_t k0, k1;
+  void put(int32_t k, const int8_t* src, int32_t n) const {
+    const int32_t lo = k > k0 ? k : k0, hi = k + n < k1 ? k + n : k1;
+    if (lo < hi) sink.put(lo - k0, src + (lo - k), hi - lo);
+  }
+  void fill(int32_t k, int8_t v, int32_t n) const {
+    const int32_t lo = k > k0 ? k : k0, hi = k + n < k1 ? k + n : k1;
+    if (lo < hi) sink.fill(lo - k0, v, hi - lo);
+  }
+};
+
 // The arguments every block needs.
 struct Conv {
   const int8_t* in;
@@ -201,7 +217,7 @@ namespace fast {
   const bool direct = kernel_h == 1 && kernel_w == 1 && p.pad_top == 0 && p.pad_left == 0 &&
                       (out_shape.h - 1) * p.stride_h < in_shape.h && (out_shape.w - 1) * p.stride_w < in_shape.w;
   // The pad value -input_offset must be an int8 (a zero point).
-  if (K > kMaxPatch || p.input_offset < -127 || p.input_offset > 128) return false;
+  if (p.input_offset < -127 || p.input_offset > 128) return false;
   const Conv cv{in, in_shape, out_shape, w, kernel_h, kernel_w, K, bias, multiplier, shift, out, &p, direct,
                 static_cast<int8_t>(-p.input_offset)};
   alignas(8) int8_t buf[kPatchBuffer];
@@ -209,11 +225,17 @@ namespace fast {
   // Every channel requantized by requant_v (the compiler's multipliers
   // always are); others take the generic kernel.
   if (!requant_vector_ok(multiplier, shift, out_shape.c)) return false;
-  run(cv, buf);
+  if (K > kMaxPatch) {
+    run_wide(cv, buf);
+  } else {
+    run(cv, buf);
+  }
 #else
   int8_t linear[kMaxPatch + 4];
   // Expanded patches take 2 bytes per tap: 4 pixels up to K = 288.
-  if (((K + 3) & ~3) * 2 * 4 <= kPatchBuffer) {
+  if (K > kMaxPatch) {
+    run_wide(cv, buf, linear);
+  } else if (((K + 3) & ~3) * 2 * 4 <= kPatchBuffer) {
     run<4>(cv, buf, linear);
   } else {
     run<2>(cv, buf, linear);

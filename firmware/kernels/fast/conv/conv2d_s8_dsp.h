@@ -98,11 +98,12 @@ inline int32_t tail_word(const int8_t* row, int32_t K) {
 
 // a[i] = sum_k x_i[k] * w[k] over the G interleaved expanded patches at x:
 // full whole chunks, then the tail chunk when K % 4 != 0.
-template <int G>
+// With kAcc, the sums are added to a's values.
+template <int G, bool kAcc = false>
 [[gnu::always_inline]] inline void dots(const int32_t* x, const int8_t* w, int32_t full, bool has_tail, int32_t tail,
                                         int32_t (&a)[G]) {
   static_assert(G == 2 || G == 4, "4 or 2 pixels");
-  int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  int32_t a0 = kAcc ? a[0] : 0, a1 = kAcc ? a[1] : 0, a2 = kAcc ? a[G - 2] : 0, a3 = kAcc ? a[G - 1] : 0;
   int32_t we, wo, t0, t1;
   const int8_t* const end = w + 4 * full;
   if (G == 4) {
@@ -213,6 +214,73 @@ template <int G>
         int8_t* oi = o;
 #pragma GCC unroll 4
         for (int i = 0; i < G; ++i, oi += out_c) *oi = quant(requant_right(wrap_add(a[i], b), m, sh, e, e - 1));
+      }
+    }
+  }
+}
+
+// Output channels per block of run_wide: their 4 pixels' accumulators at
+// the end of buf.
+constexpr int32_t kWideOc = 32;
+// run_wide's K chunks: 4 expanded patches of up to kWideChunk taps fill the
+// rest of buf (no stack beyond run()'s).
+constexpr int32_t kWideChunk = (kPatchBuffer - 4 * kWideOc * 4) / 8;
+
+// conv2d_s8 for patches of any K (run() takes K <= kMaxPatch): per block of
+// kWideOc output channels and group of 4 pixels, the accumulators start at
+// the biases and take the patches' K chunks (of at most kWideChunk taps,
+// multiples of 4 but the last) one after the other, each chunk gathered into
+// linear, expanded into buf as run()'s patches and multiplied by the rows'
+// same chunk (dots, its tail word from the chunk); then requantize(). The
+// patches are gathered again for each block: K bytes per pixel against
+// kWideOc * K MACs.
+[[gnu::noinline]] void run_wide(const Conv& cv, int8_t* buf, int8_t* linear) {
+  const int32_t K = cv.K, out_c = cv.out_shape.c;
+  const int32_t n_chunks = (K + kWideChunk - 1) / kWideChunk;
+  const int32_t kc = ((K + n_chunks - 1) / n_chunks + 3) & ~3;  // <= kWideChunk, a multiple of 4
+  const QuantConvParams& p = *cv.p;
+  const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
+  const int32_t off2 = static_cast<int32_t>((static_cast<uint32_t>(p.input_offset) & 0xFFFFu) * 0x00010001u);
+  const int32_t pixels = cv.out_shape.n * cv.out_shape.h * cv.out_shape.w;
+  int32_t* const xq = reinterpret_cast<int32_t*>(buf);
+  // The slots of absent pixels (their outputs are not stored) zeroed, never
+  // indeterminate.
+  std::memset(buf, 0, static_cast<size_t>(kc * 8));
+  const LinearPatch lin{linear};
+  int32_t* const acc = xq + 2 * kWideChunk;  // after the 4 slots (8 bytes a tap)
+  for (int32_t oc0 = 0; oc0 < out_c; oc0 += kWideOc) {
+    const int32_t ocn = out_c - oc0 < kWideOc ? out_c - oc0 : kWideOc;
+    PixelWalk at{cv.out_shape, p.stride_h, p.stride_w, p.pad_top, p.pad_left};
+    for (int32_t q = 0; q < pixels; q += 4) {
+      const int32_t np = pixels - q < 4 ? pixels - q : 4;
+      for (int32_t j = 0; j < ocn; ++j) {
+        const int32_t b = cv.bias ? cv.bias[oc0 + j] : 0;
+        acc[4 * j] = acc[4 * j + 1] = acc[4 * j + 2] = acc[4 * j + 3] = b;
+      }
+      const PixelWalk group = at;
+      for (int32_t k0 = 0; k0 < K; k0 += kc) {
+        const int32_t kn = K - k0 < kc ? K - k0 : kc;
+        const int32_t full = kn >> 2;
+        const bool has_tail = (kn & 3) != 0;
+        const int32_t chunks = full + (has_tail ? 1 : 0);
+        // The bytes beyond the chunk hold the pad (0 once expanded).
+        lin.fill(kn, cv.pad, chunks * 4 - kn);
+        at = group;
+        for (int32_t i = 0; i < np; ++i, at.next()) {
+          const KWindow<LinearPatch> win{lin, k0, k0 + kn};
+          gather_pixel(cv, at, win);
+          expand(xq + 2 * i, 8, linear, chunks, off2);
+        }
+        const int8_t* w = cv.w + oc0 * K + k0;
+        for (int32_t j = 0; j < ocn; ++j, w += K) {
+          int32_t(&a)[4] = *reinterpret_cast<int32_t(*)[4]>(acc + 4 * j);
+          dots<4, true>(xq, w, full, has_tail, has_tail ? tail_word(w, kn) : 0, a);
+        }
+      }
+      int8_t* const o = cv.out + q * out_c + oc0;
+      for (int32_t j = 0; j < ocn; ++j) {
+        const int32_t m = cv.multiplier[oc0 + j], sh = cv.shift[oc0 + j];
+        for (int32_t i = 0; i < np; ++i) o[i * out_c + j] = finish(acc[4 * j + i], m, sh, quant);
       }
     }
   }

@@ -62,6 +62,32 @@ inline int32_t weight_sum(const int8_t* w, mve_pred16_t first, int32_t steps) {
   return s;
 }
 
+// weight_sum of n (<= 4) rows K apart: the rows' loads interleaved, out[j]
+// row j's.
+inline void weight_sums(const int8_t* w, int32_t K, int32_t n, mve_pred16_t first, int32_t steps, int32_t* out) {
+  if (n < 4) {
+    for (int32_t j = 0; j < n; ++j) out[j] = weight_sum(w + j * K, first, steps);
+    return;
+  }
+  const int8_t *w0 = w, *w1 = w + K, *w2 = w + 2 * K, *w3 = w + 3 * K;
+  int32_t s0 = vaddvq_s8(vldrbq_z_s8(w0, first)), s1 = vaddvq_s8(vldrbq_z_s8(w1, first));
+  int32_t s2 = vaddvq_s8(vldrbq_z_s8(w2, first)), s3 = vaddvq_s8(vldrbq_z_s8(w3, first));
+  for (int32_t t = 1; t < steps; ++t) {
+    w0 += 16;
+    w1 += 16;
+    w2 += 16;
+    w3 += 16;
+    s0 = vaddvaq_s8(s0, vldrbq_s8(w0));
+    s1 = vaddvaq_s8(s1, vldrbq_s8(w1));
+    s2 = vaddvaq_s8(s2, vldrbq_s8(w2));
+    s3 = vaddvaq_s8(s3, vldrbq_s8(w3));
+  }
+  out[0] = s0;
+  out[1] = s1;
+  out[2] = s2;
+  out[3] = s3;
+}
+
 // acc[i] = sum_k x_i[k] * w[k] for the 4 interleaved patches at x and the
 // weight row at w (minus lead bytes), over steps chunks.
 [[gnu::always_inline]] inline int32x4_t dots1(const int8_t* x, const int8_t* w, mve_pred16_t first, int32_t steps) {
@@ -503,6 +529,169 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, tbl_end) == 40 &
       if (ocn & 1) {
         const int32_t j = ocn - 1;
         requant_store(dots1(buf, wl + j * K, first, steps), tbl[3 * j], mc[j], sc[j], o + j, offsets, 4, quant);
+      }
+    }
+  }
+}
+
+// The K-tiled GEMM (run_wide) of pairs of output channels over one K chunk
+// of 4 interleaved patches: the 8 accumulators loaded from acc (channel j's
+// 4 pixels, then channel j + 1's), every step a VMLADAVA (the first one's
+// weight loads predicated by the chunk's lead lanes, which load as 0), the
+// sums stored back; pairs() without the requantization.
+struct AccArgs {
+  uint32_t n_first;   // 0: (steps - 1) << 16 | the first step's predicate
+  const int8_t* buf;  // 4: the 4 interleaved patch chunks
+  const int8_t* w;    // 8: the first pair's first row at the chunk, minus lead
+  int32_t K;          // 12: the weight rows' stride
+  int32_t* acc;       // 16: the first pair's 8 accumulators
+  int32_t* acc_end;   // 20: acc after the last pair
+  int32_t back;       // 24: steps * 16 - K: a row's end to the next row's chunk start
+};
+static_assert(offsetof(AccArgs, acc_end) == 20 && offsetof(AccArgs, back) == 24, "the asm's offsets");
+
+#define TMCU_MVE_ACC_STEP                  \
+  "vldrb.8 q2, [%[x], #16]\n\t"            \
+  "vmladava.s8 r2, q2, q0\n\t"             \
+  "vmladava.s8 r10, q2, q1\n\t"            \
+  "vldrb.8 q2, [%[x], #32]\n\t"            \
+  "vmladava.s8 r4, q2, q0\n\t"             \
+  "vmladava.s8 r12, q2, q1\n\t"            \
+  "vldrb.8 q2, [%[x], #48]\n\t"            \
+  "vmladava.s8 r6, q2, q0\n\t"             \
+  "vmladava.s8 lr, q2, q1\n\t"             \
+  "vldrb.8 q2, [%[x]], #64\n\t"            \
+  "vmladava.s8 r0, q2, q0\n\t"             \
+  "vmladava.s8 r8, q2, q1\n\t"
+
+[[gnu::noinline]] void pairs_acc(AccArgs* a) {
+  const int8_t *x, *w0, *w1;
+  int32_t* t;
+  uint32_t n;
+  __asm__ volatile(
+      "ldr %[w1], [%[a], #8]\n\t"
+      "ldr %[t], [%[a], #16]\n"
+      "5:\n\t"
+      "ldr %[x], [%[a], #12]\n\t"
+      "mov %[w0], %[w1]\n\t"
+      "add %[w1], %[w1], %[x]\n\t"
+      "ldr %[x], [%[a], #4]\n\t"
+      "ldr %[n], [%[a], #0]\n\t"
+      "ldrd r0, r2, [%[t]]\n\t"
+      "ldrd r4, r6, [%[t], #8]\n\t"
+      "ldrd r8, r10, [%[t], #16]\n\t"
+      "ldrd r12, lr, [%[t], #24]\n\t"
+      "vmsr p0, %[n]\n\t"
+      "vpstt\n\t"
+      "vldrbt.8 q0, [%[w0]], #16\n\t"
+      "vldrbt.8 q1, [%[w1]], #16\n\t"
+      TMCU_MVE_ACC_STEP
+      "lsrs %[n], %[n], #16\n\t"
+      "beq 2f\n"
+      "1:\n\t"
+      "vldrb.8 q0, [%[w0]], #16\n\t"
+      "vldrb.8 q1, [%[w1]], #16\n\t"
+      TMCU_MVE_ACC_STEP
+      "subs %[n], %[n], #1\n\t"
+      "bne 1b\n"
+      "2:\n\t"
+      "strd r0, r2, [%[t]]\n\t"
+      "strd r4, r6, [%[t], #8]\n\t"
+      "strd r8, r10, [%[t], #16]\n\t"
+      "strd r12, lr, [%[t], #24]\n\t"
+      "adds %[t], %[t], #32\n\t"
+      "ldr r0, [%[a], #24]\n\t"
+      "sub %[w1], %[w1], r0\n\t"
+      "ldr r0, [%[a], #20]\n\t"
+      "cmp %[t], r0\n\t"
+      "bne 5b\n"
+      : [x] "=&r"(x), [w0] "=&r"(w0), [w1] "=&r"(w1), [t] "=&r"(t), [n] "=&r"(n)
+      : [a] "r"(a)
+      : "r0", "r2", "r4", "r6", "r8", "r10", "r12", "lr", "d0", "d1", "d2", "d3", "d4", "d5", "p0", "memory",
+        "cc");
+}
+
+#undef TMCU_MVE_ACC_STEP
+
+// Output channels per block of run_wide: their 4 pixels' accumulators and
+// folded biases on the stack (640 bytes, less than run()'s table).
+constexpr int32_t kWideOc = 32;
+
+// conv2d_s8 for patches of any K (run() takes K <= kMaxPatch): per block of
+// kWideOc output channels and group of 4 pixels, the accumulators start at
+// the folded biases and take the patches' K chunks (of at most kMaxPatch,
+// multiples of 16 but the last) one after the other, each chunk gathered
+// into buf as run()'s patches (its own lead bytes in front) and multiplied
+// by the rows' same chunk with pairs_acc (dots1 for an odd last channel);
+// then requantized as run()'s. The patches are gathered again for each
+// block: K bytes per pixel against kWideOc * K MACs.
+[[gnu::noinline]] void run_wide(const Conv& cv, int8_t* buf) {
+  const int32_t K = cv.K, out_c = cv.out_shape.c;
+  const int32_t n_chunks = (K + kMaxPatch - 1) / kMaxPatch;
+  const int32_t kc = ((K + n_chunks - 1) / n_chunks + 15) & ~15;  // <= kMaxPatch, a multiple of 16
+  // The whole rows' lead, for the weight sums.
+  const int32_t steps_k = (K + 15) >> 4;
+  const int32_t lead_k = steps_k * 16 - K;
+  const mve_pred16_t first_k = static_cast<mve_pred16_t>(~vctp8q(static_cast<uint32_t>(lead_k)));
+  const QuantConvParams& p = *cv.p;
+  const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
+  const uint32x4_t offsets = vmulq_n_u32(vidupq_n_u32(0, 1), static_cast<uint32_t>(out_c));
+  const int32_t pixels = cv.out_shape.n * cv.out_shape.h * cv.out_shape.w;
+  // Never indeterminate: the slots of absent pixels (their outputs are not
+  // stored) and the lead bytes (multiplied by weights predicated to 0).
+  std::memset(buf, 0, static_cast<size_t>(kc * 4));
+  const uint32_t in_off = static_cast<uint32_t>(p.input_offset);
+  int32_t folded[kWideOc];
+  alignas(8) int32_t acc[4 * kWideOc];
+  AccArgs args;
+  args.buf = buf;
+  args.K = K;
+  args.acc = acc;
+  for (int32_t oc0 = 0; oc0 < out_c; oc0 += kWideOc) {
+    const int32_t ocn = out_c - oc0 < kWideOc ? out_c - oc0 : kWideOc;
+    const int8_t* const wb = cv.w + oc0 * K;
+    for (int32_t j0 = 0; j0 < ocn; j0 += 4) {
+      const int32_t jn = ocn - j0 < 4 ? ocn - j0 : 4;
+      int32_t s4[4];
+      weight_sums(wb + j0 * K - lead_k, K, jn, first_k, steps_k, s4);
+      for (int32_t j = j0; j < j0 + jn; ++j) {
+        folded[j] = wrap_add(cv.bias ? cv.bias[oc0 + j] : 0,
+                             static_cast<int32_t>(in_off * static_cast<uint32_t>(s4[j - j0])));
+      }
+    }
+    args.acc_end = acc + 4 * (ocn & ~1);
+    PixelWalk at{cv.out_shape, p.stride_h, p.stride_w, p.pad_top, p.pad_left};
+    for (int32_t q = 0; q < pixels; q += 4) {
+      const int32_t np = pixels - q < 4 ? pixels - q : 4;
+      for (int32_t j = 0; j < ocn; ++j) vst1q_s32(acc + 4 * j, vdupq_n_s32(folded[j]));
+      const PixelWalk group = at;
+      for (int32_t k0 = 0; k0 < K; k0 += kc) {
+        const int32_t kn = K - k0 < kc ? K - k0 : kc;
+        const int32_t steps = (kn + 15) >> 4;
+        const int32_t lead = steps * 16 - kn;
+        const mve_pred16_t first = static_cast<mve_pred16_t>(~vctp8q(static_cast<uint32_t>(lead)));
+        at = group;
+        for (int32_t i = 0; i < np; ++i, at.next()) {
+          const KWindow<MveSlot> win{MveSlot{buf + 16 * i, 64, lead}, k0, k0 + kn};
+          gather_pixel(cv, at, win);
+        }
+        const int8_t* const wl = wb + k0 - lead;
+        if (ocn >= 2) {
+          args.n_first = (static_cast<uint32_t>(steps - 1) << 16) | first;
+          args.w = wl;
+          args.back = steps * 16 - K;
+          pairs_acc(&args);
+        }
+        if (ocn & 1) {
+          const int32_t j = ocn - 1;
+          int32_t* const aj = acc + 4 * j;
+          vst1q_s32(aj, vaddq_s32(vld1q_s32(aj), dots1(buf, wl + j * K, first, steps)));
+        }
+      }
+      int8_t* const o = cv.out + q * out_c + oc0;
+      for (int32_t j = 0; j < ocn; ++j) {
+        requant_store(vld1q_s32(acc + 4 * j), 0, cv.multiplier[oc0 + j], cv.shift[oc0 + j], o + j, offsets, np,
+                      quant);
       }
     }
   }

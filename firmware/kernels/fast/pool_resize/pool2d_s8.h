@@ -1,8 +1,11 @@
-// Fast path of avg_pool2d_s8 (see fast.h), included by portable/pool_resize/pool2d_s8.cc only.
+// Fast paths of avg_pool2d_s8 and max_pool2d_s8 (see fast.h), included by
+// portable/pool_resize/pool2d_s8.cc only. Max pooling: below, at
+// max_pool2d_s8. Average pooling:
 //
-// The window's sum per channel is accumulated in int16 lanes: with at most
-// 256 taps of int8 values the sum lies in [-32768, 32512], exact (kernels
-// of more taps run the generic kernel). MVE: 16 channels per step, two
+// The window's sum per channel is accumulated in int16 lanes over blocks of
+// rows of at most 256 taps (the sum of 256 int8 values lies in [-32768,
+// 32512], exact), each block's sums added to int32 ones (windows of rows
+// longer than 256 taps run the generic kernel). MVE: 16 channels per step, two
 // int16x8 accumulators fed by widening loads (the channel tail
 // predicated); DSP: 8 channels per step, SXTB16 of each 4-byte word into
 // halfword pairs (channels 0 and 2, 1 and 3) added by SADD16. The rest of
@@ -52,9 +55,9 @@ struct PoolWindow {
   int32_t rows, cols, row_stride, c_n;
 };
 
-// sums[j] = the window's sum of channel c + j, j < kPoolStep (channels
-// beyond c_n read as 0).
-inline void pool_sums(const PoolWindow& win, int32_t c, int16_t* sums) {
+// sums[j] = the sum of channel c + j, j < kPoolStep, over the window's
+// rows (at most kPoolMaxTaps taps; channels beyond c_n read as 0).
+inline void pool_sums16(const PoolWindow& win, int32_t c, int16_t* sums) {
 #if TMCU_S8_MVE
   const int32_t left = win.c_n - c;
   const mve_pred16_t p0 = vctp16q(static_cast<uint32_t>(left));
@@ -106,18 +109,39 @@ inline void pool_sums(const PoolWindow& win, int32_t c, int16_t* sums) {
 #endif
 }
 
+// sums[j] = the window's sum of channel c + j, j < kPoolStep: its rows in
+// blocks of at most kPoolMaxTaps taps (win.cols <= kPoolMaxTaps).
+inline void pool_sums(PoolWindow win, int32_t c, int32_t* sums) {
+  alignas(16) int16_t part[kPoolStep];
+  const int32_t block = win.cols > 0 ? kPoolMaxTaps / win.cols : 1;
+  for (int32_t j = 0; j < kPoolStep; ++j) sums[j] = 0;
+  int32_t rows = win.rows;
+  do {
+    win.rows = rows < block ? rows : block;
+    pool_sums16(win, c, part);
+    for (int32_t j = 0; j < kPoolStep; ++j) sums[j] += part[j];
+    win.first += win.rows * win.row_stride;
+    rows -= win.rows;
+  } while (rows > 0);
+}
+
 #if TMCU_S8_MVE
 
 // out[j] = clamp(trunc((sums[j] + padded +- half) / d)) for j < cn, the
 // sign of the rounding term that of the sum (at sum 0, |n| = half < d gives
 // 0 either way); 4 channels per step, the division as the multiply by
 // recip (see avg_pool2d_s8).
-inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t half, uint32_t recip, int32_t lo,
+[[gnu::always_inline]] inline int32x4_t pool_load4(const int16_t* s) { return vldrhq_s32(s); }
+[[gnu::always_inline]] inline int32x4_t pool_load4(const int32_t* s) { return vldrwq_s32(s); }
+
+// The sums int16 (a window of at most kPoolMaxTaps taps) or int32 (blocks).
+template <class Sum>
+inline void pool_finish(const Sum* sums, int32_t cn, int32_t padded, int32_t half, uint32_t recip, int32_t lo,
                         int32_t hi, int8_t* out) {
   const int32x4_t hv = vdupq_n_s32(half), lov = vdupq_n_s32(lo), hiv = vdupq_n_s32(hi);
   const uint32x4_t rv = vdupq_n_u32(recip);
   for (int32_t j = 0; j < cn; j += 4) {
-    const int32x4_t s = vaddq_n_s32(vldrhq_s32(sums + j), padded);
+    const int32x4_t s = vaddq_n_s32(pool_load4(sums + j), padded);
     const int32x4_t sign = vshrq_n_s32(s, 31);
     const int32x4_t n = vaddq_s32(s, vsubq_s32(veorq_s32(hv, sign), sign));  // s + half or s - half
     const uint32x4_t q = vmulhq_u32(vreinterpretq_u32_s32(vabsq_s32(n)), rv);
@@ -128,14 +152,54 @@ inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t
 
 #endif
 
+// avg_pool2d_s8's channels of one output pixel whose window has more than
+// kPoolMaxTaps taps: int32 sums of int16 blocks (pool_sums), then as
+// avg_pool2d_s8 (recip 0: the scalar division). Out of line: the common
+// windows' loop keeps its registers.
+[[gnu::noinline]] void pool_blocks(const PoolWindow& win, int32_t c_fast, int32_t padded, int32_t half,
+                                   int32_t divisor, uint32_t recip, int32_t lo, int32_t hi, int8_t* out) {
+  alignas(16) int32_t sums[kPoolStep];
+  const int32_t c_n = win.c_n;
+  for (int32_t c = 0; c < c_n; c += kPoolStep) {
+    const int32_t cn = c_n - c < kPoolStep ? c_n - c : kPoolStep;
+    if (c < c_fast) {
+      pool_sums(win, c, sums);
+    } else {  // the DSP's last channels, fewer than a step
+      for (int32_t j = 0; j < cn; ++j) {
+        int32_t s = 0;
+        const int8_t* row = win.first + c + j;
+        for (int32_t y = 0; y < win.rows; ++y, row += win.row_stride) {
+          for (int32_t i = 0; i < win.cols; ++i) s += row[i * c_n];
+        }
+        sums[j] = s;
+      }
+    }
+#if TMCU_S8_MVE
+    if (recip != 0) {
+      pool_finish(sums, cn, padded, half, recip, lo, hi, out + c);
+      continue;
+    }
+#else
+    (void)recip;
+#endif
+    for (int32_t j = 0; j < cn; ++j) {
+      const int32_t s = sums[j] + padded;
+      int32_t v = (s > 0 ? s + half : s - half) / divisor;
+      v = v < lo ? lo : v;
+      v = v > hi ? hi : v;
+      out[c + j] = static_cast<int8_t>(v);
+    }
+  }
+}
+
 }  // namespace
 
-// avg_pool2d_s8 of the portable tier (kernels/portable/<family>/) for windows of at most kPoolMaxTaps taps;
-// false for others. DSP: kPoolStep channels at a time while a whole step's
+// avg_pool2d_s8 of the portable tier (kernels/portable/<family>/) for windows of rows of at most
+// kPoolMaxTaps taps; false for others. DSP: kPoolStep channels at a time while a whole step's
 // bytes lie in the pixel (the rest as the generic kernel).
 [[gnu::noinline]] inline bool avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
                                             const QuantPoolParams& p, const PoolOptions& o) {
-  if (p.kernel_h * p.kernel_w > kPoolMaxTaps) return false;
+  if (p.kernel_w > kPoolMaxTaps) return false;
   const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
   const int32_t pad_top = p.pad_top, pad_left = p.pad_left;
   const int32_t lo = p.act_min, hi = p.act_max;
@@ -161,18 +225,26 @@ inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t
 #if TMCU_S8_MVE
         // The division by a multiply: floor(|n| * ceil(2^32 / d) / 2^32) =
         // floor(|n| / d) exactly while |n| * d < 2^32 (the error term
-        // |n| * (ceil - 2^32 / d) / 2^32 stays below 1 / d), d >= 2.
-        const int64_t most = 32768 + (padded < 0 ? -int64_t{padded} : int64_t{padded}) + half;
+        // |n| * (ceil - 2^32 / d) / 2^32 stays below 1 / d), d >= 2; |sum| <= 128 per tap.
+        const int64_t most = int64_t{128} * count + (padded < 0 ? -int64_t{padded} : int64_t{padded}) + half;
         const bool vector_div = divisor >= 2 && most * divisor < (int64_t{1} << 32);
         // ceil(2^32 / d) = floor((2^32 - 1) / d) + 1 (in 32 bits: no 64-bit division helper).
         const uint32_t recip = vector_div ? 0xffffffffu / static_cast<uint32_t>(divisor) + 1 : 0;
 #endif
         const PoolWindow win{in_n + (iy0 + ky0) * row_stride + (ix0 + kx0) * c_n, ky1 - ky0, kx1 - kx0, row_stride,
                              c_n};
+        if (win.rows * win.cols > kPoolMaxTaps) {
+#if TMCU_S8_MVE
+          pool_blocks(win, c_fast, padded, half, divisor, vector_div ? recip : 0, lo, hi, out);
+#else
+          pool_blocks(win, c_fast, padded, half, divisor, 0, lo, hi, out);
+#endif
+          continue;
+        }
         for (int32_t c = 0; c < c_n; c += kPoolStep) {
           const int32_t cn = c_n - c < kPoolStep ? c_n - c : kPoolStep;
           if (c < c_fast) {
-            pool_sums(win, c, sums);
+            pool_sums16(win, c, sums);
           } else {  // the DSP's last channels, fewer than a step
             for (int32_t j = 0; j < cn; ++j) {
               int32_t s = 0;
@@ -197,6 +269,81 @@ inline void pool_finish(const int16_t* sums, int32_t cn, int32_t padded, int32_t
             out[c + j] = static_cast<int8_t>(v);
           }
         }
+      }
+    }
+  }
+  return true;
+}
+
+// max_pool2d_s8 of the portable tier, every window: per output pixel and
+// step of channels the maximum over the window's in-bounds taps, starting at
+// act_min (the lower clamp folded in, as the generic kernel), then the upper
+// clamp. MVE: 16 channels per VMAX (the channel tail predicated); DSP: 4
+// channels per word, SSUB8 setting the GE flags of the lanes where the tap
+// is the larger and SEL taking those (the last c_n % 4 channels as the
+// generic kernel). True always (same outputs, any window).
+[[gnu::noinline]] inline bool max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
+                                            const QuantPoolParams& p, const PoolOptions& o) {
+  const int32_t dil_h = o.dilation_h, dil_w = o.dilation_w;
+  const int32_t c_n = in_shape.c;
+  const int32_t row_stride = in_shape.w * c_n;
+  const int32_t x_step = dil_w * c_n, y_step = dil_h * row_stride;
+  const int8_t lo = static_cast<int8_t>(p.act_min), hi = static_cast<int8_t>(p.act_max);
+#if !TMCU_S8_MVE
+  const int32_t c_fast = c_n & ~3;
+  const uint32_t lo4 = static_cast<uint8_t>(lo) * 0x01010101u, hi4 = static_cast<uint8_t>(hi) * 0x01010101u;
+#endif
+  for (int32_t n = 0; n < out_shape.n; ++n) {
+    const int8_t* in_n = in + n * in_shape.h * row_stride;
+    for (int32_t oy = 0; oy < out_shape.h; ++oy) {
+      const int32_t iy0 = oy * p.stride_h - p.pad_top;
+      int32_t ky0, ky1;
+      s8::tap_range(iy0, in_shape.h, p.kernel_h, dil_h, &ky0, &ky1);
+      for (int32_t ox = 0; ox < out_shape.w; ++ox, out += c_n) {
+        const int32_t ix0 = ox * p.stride_w - p.pad_left;
+        int32_t kx0, kx1;
+        s8::tap_range(ix0, in_shape.w, p.kernel_w, dil_w, &kx0, &kx1);
+        const int8_t* const first = in_n + (iy0 + ky0 * dil_h) * row_stride + (ix0 + kx0 * dil_w) * c_n;
+        const int32_t rows = ky1 - ky0, cols = kx1 - kx0;
+#if TMCU_S8_MVE
+        for (int32_t c = 0; c < c_n; c += 16) {
+          const mve_pred16_t pr = vctp8q(static_cast<uint32_t>(c_n - c));
+          int8x16_t m = vdupq_n_s8(lo);
+          const int8_t* row = first + c;
+          for (int32_t y = 0; y < rows; ++y, row += y_step) {
+            const int8_t* x = row;
+            for (int32_t i = cols; i > 0; --i, x += x_step) m = vmaxq_s8(m, vldrbq_z_s8(x, pr));
+          }
+          vstrbq_p_s8(out + c, vminq_s8(m, vdupq_n_s8(hi)), pr);
+        }
+#else
+        int32_t c = 0;
+        for (; c < c_fast; c += 4) {
+          uint32_t m = lo4;
+          const int8_t* row = first + c;
+          for (int32_t y = 0; y < rows; ++y, row += y_step) {
+            const int8_t* x = row;
+            for (int32_t i = cols; i > 0; --i, x += x_step) {
+              uint32_t v;
+              std::memcpy(&v, x, 4);
+              __ssub8(static_cast<int8x4_t>(v), static_cast<int8x4_t>(m));
+              m = static_cast<uint32_t>(__sel(static_cast<uint8x4_t>(v), static_cast<uint8x4_t>(m)));
+            }
+          }
+          __ssub8(static_cast<int8x4_t>(m), static_cast<int8x4_t>(hi4));
+          m = static_cast<uint32_t>(__sel(static_cast<uint8x4_t>(hi4), static_cast<uint8x4_t>(m)));
+          std::memcpy(out + c, &m, 4);
+        }
+        for (; c < c_n; ++c) {
+          int8_t m = lo;
+          const int8_t* row = first + c;
+          for (int32_t y = 0; y < rows; ++y, row += y_step) {
+            const int8_t* x = row;
+            for (int32_t i = cols; i > 0; --i, x += x_step) m = *x > m ? *x : m;
+          }
+          out[c] = m > hi ? hi : m;
+        }
+#endif
       }
     }
   }

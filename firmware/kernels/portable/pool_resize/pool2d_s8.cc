@@ -8,6 +8,9 @@ namespace portable {
 // Max accumulates straight into the int8 output pixel, channels innermost.
 void max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
                    const QuantPoolParams& p, const PoolOptions& o) {
+#if TMCU_S8_FAST
+  if (fast::max_pool2d_s8(in, in_shape, out, out_shape, p, o)) return;
+#endif
   const int32_t kernel_h = p.kernel_h, kernel_w = p.kernel_w;
   const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
   const int32_t pad_top = p.pad_top, pad_left = p.pad_left;
