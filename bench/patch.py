@@ -16,6 +16,12 @@ Writes bench/patch.md.
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parent))
+from commit import measured_at  # noqa: E402
+
 import argparse
 import sys
 from pathlib import Path
@@ -69,16 +75,6 @@ def measure(name: str, board: str, tile: bool, recompute: float, out: Path) -> d
             "bit_exact": res.exit_code == 0 and mismatch is None}
 
 
-def _commit() -> str:
-    """The commit the figures are measured at (with "+ changes" when the tree differs from it)."""
-    import subprocess
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + (" + changes" if git("status", "--porcelain", "--untracked-files=no") else "")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--boards", nargs="*", default=["mps3-an547", "mps2-an386"])
@@ -108,7 +104,7 @@ def main() -> int:
             "int8, NHWC int8 I/O, portable kernels, QEMU -icount shift=0 (instructions, not cycles); "
             "`tiling` is the recompute budget (tile_recompute); the layer bound is the layer-by-layer "
             "liveness lower bound (no tiling, no aliasing). Command: `PYTHONPATH=aot .venv/bin/python "
-            f"bench/patch.py`. Measured at commit {_commit()}.\n\n" + "\n".join(lines) + "\n")
+            f"bench/patch.py`. Measured at commit {measured_at()}.\n\n" + "\n".join(lines) + "\n")
     (REPO / "bench" / "patch.md").write_text(text)
     print("wrote bench/patch.md")
     return 0 if ok else 1

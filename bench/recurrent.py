@@ -18,6 +18,12 @@ Writes bench/recurrent.json and bench/recurrent.md.
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parent))
+from commit import measured_at  # noqa: E402
+
 import argparse
 import json
 import os
@@ -116,7 +122,8 @@ def markdown(kws: list[dict], sqnr: list[dict]) -> str:
     lines = ["# Recurrent zoo figures (bench/recurrent.py)", "",
              "Instructions per inference are QEMU `-icount shift=0` counts (instructions, not cycles), mean of 4 "
              "runs; the streaming model's are per frame (one invocation). RAM = planned activation arena + the "
-             "streaming model's persistent state (the runtime's own Method object aside).", "",
+             "streaming model's persistent state (the runtime's own Method object aside). Measured at commit "
+             f"{measured_at()}.", "",
              "| model | board | quant | kernels | instructions | arena B | state B | RAM B | program B |",
              "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for r in kws:

@@ -14,6 +14,12 @@ Writes bench/zoo.json and bench/zoo.md (`make bench` runs it after run.py).
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parent))
+from commit import measured_at  # noqa: E402
+
 import argparse
 import json
 import os
@@ -85,7 +91,8 @@ def markdown(rows: list[dict], title: str = "CNN zoo at int8 in QEMU (bench/zoo.
              "per inference are QEMU `-icount shift=0` counts: instructions, not cycles. Flash: the firmware "
              "image's text + data (the program inside it given apart). RAM: the planned activation arena against "
              "the liveness lower bound. SQNR: the firmware's output against the float model's (PyTorch's own "
-             "int8 q/dq model beside it); every output checked bit for bit against the reference.", "",
+             "int8 q/dq model beside it); every output checked bit for bit against the reference. Measured at "
+             f"commit {measured_at()}.", "",
              "| model | board | kernels | MACs | instructions | instr/MAC | flash B | program B | activations B "
              "| lower bound B | SQNR dB | PyTorch int8 dB | bit-exact |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
