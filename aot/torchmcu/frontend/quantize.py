@@ -273,7 +273,12 @@ def _make_quantizer_class():
                     mark(n, {n.args[0]: act}, fixed(16 / 256, 127) if act.dtype == torch.int8 else act)
                 elif n.target in SHARED_BINARY:
                     a, b = n.args[0], n.args[1]
-                    if not (_is_activation(a) and _is_activation(b)):
+                    if not _is_activation(a):
+                        a, b = b, a
+                    if not _is_activation(a):
+                        continue
+                    if not _is_activation(b):  # a constant: quantized at a's quantization by the lowering
+                        mark(n, {a: act}, SharedQuantizationSpec((a, n)))
                         continue
                     # (the same node twice, minimum(x, x): one input entry, else it would share with itself)
                     inputs = {a: act} if a is b else {a: act, b: SharedQuantizationSpec((a, n))}
@@ -306,13 +311,46 @@ def _make_quantizer_class():
             return gm
 
         def transform_for_annotation(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
-            """Attention taken apart, so its scores and probabilities are observed."""
-            return decompose_attention(model)
+            """Attention taken apart, so its scores and probabilities are observed;
+            clamps with tensor bounds as maximum / minimum (each at one quantization)."""
+            return clamp_as_max_min(decompose_attention(model))
 
         def validate(self, gm: torch.fx.GraphModule) -> None:
             pass
 
     return TorchMCUQuantizer
+
+
+CLAMP_TENSOR = {aten.clamp.Tensor: (1, 2), aten.clamp_min.Tensor: (1, None), aten.clamp_max.Tensor: (None, 1)}
+
+
+def clamp_as_max_min(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """clamp(x, lo, hi) with tensor bounds -> minimum(maximum(x, lo), hi) (as
+    PyTorch defines it), in place: an int8 max / min of the raw values each."""
+    changed = False
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target not in CLAMP_TENSOR:
+            continue
+        x = n.args[0]
+        names = ("min", "max")
+        bounds = [None if k is None else (n.args[k] if len(n.args) > k else n.kwargs.get(names[j]))
+                  for j, k in enumerate(CLAMP_TENSOR[n.target])]
+        with gm.graph.inserting_before(n):
+            for target, bound in zip((aten.maximum.default, aten.minimum.default), bounds):
+                if bound is None:
+                    continue
+                y = gm.graph.call_function(target, (x, bound))
+                y.meta = {k: v for k, v in n.meta.items() if k != "val"}
+                a, b = (v.meta["val"] if isinstance(v, Node) else torch.tensor(v) for v in (x, bound))
+                with a.fake_mode if hasattr(a, "fake_mode") else b.fake_mode:
+                    y.meta["val"] = target(a, b)
+                x = y
+        n.replace_all_uses_with(x)
+        gm.graph.erase_node(n)
+        changed = True
+    if changed:
+        gm.recompile()
+    return gm
 
 
 def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, ...]]:

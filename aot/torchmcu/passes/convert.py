@@ -95,7 +95,11 @@ class Converter:
                 if check:
                     check_rule(n.target, self.g.nodes[first:])
             elif n.op == "output":
-                outs = n.args[0]
+                # The model's own outputs: not the inputs it mutated in place (x.tanh_()
+                # of an input), which torch.export returns too.
+                kinds = [getattr(s, "kind", None) for s in getattr(sig, "output_specs", ())]
+                outs = [o for k, o in enumerate(n.args[0])
+                        if k >= len(kinds) or kinds[k] != torch.export.graph_signature.OutputKind.USER_INPUT_MUTATION]
                 self.g.outputs = [self.env[o] for o in outs]
         return self.g
     @staticmethod

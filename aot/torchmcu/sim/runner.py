@@ -285,7 +285,8 @@ def _run_exported(ep: Any, out_dir: str | Path, samples: list[list[np.ndarray]],
     carried = {s["input"]: torch.zeros(s["shape"], dtype=dtype) for s in state}
     with torch.no_grad():
         for s in samples:
-            given = iter(torch.from_numpy(np.ascontiguousarray(x)).to(dtype) for x in s)
+            # copies: a model that mutates its input in place (x.tanh_()) must not change the samples
+            given = iter(torch.from_numpy(np.array(x, copy=True)).to(dtype) for x in s)
             args = [carried[k] if k in carried else next(given) for k in range(len(s) + len(carried))]
             r = torch.utils._pytree.tree_leaves(module(*args))  # nested tuples (an LSTM's (y, (h, c))) flattened
             for st in state:

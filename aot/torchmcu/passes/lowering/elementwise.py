@@ -82,6 +82,37 @@ F.rule(aten.maximum.default)(_binary("maximum"))
 F.rule(aten.minimum.default)(_binary("minimum"))
 
 
+def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+
+
+@F.rule(aten.clamp.Tensor)
+def clamp_tensor(cv, x, lo=None, hi=None):
+    """clamp with tensor bounds (broadcast): minimum(maximum(x, lo), hi), as
+    PyTorch defines it (a bound above the other gives hi)."""
+    if not is_activation(x):  # clamp(constant, bound activations): a maximum / minimum commutes
+        x = _value(x)
+    for op, bound in (("maximum", lo), ("minimum", hi)):
+        if bound is None:
+            continue
+        shape = _broadcast(cv.shape(x), cv.shape(bound if is_activation(bound) else _value(bound)))
+        a, b = (x, bound) if is_activation(x) else (bound, x)
+        x = cv.emit(op, [cv.act(a), b if is_activation(b) else _value(b)], dict(act=(-INF, INF)), shape=shape)
+    if not is_activation(x):
+        raise cv.fail("clamp of a constant by constant bounds")  # folded by the converter; never here
+    return x
+
+
+@F.rule(aten.clamp_min.Tensor)
+def clamp_min_tensor(cv, x, lo):
+    return clamp_tensor(cv, x, lo, None)
+
+
+@F.rule(aten.clamp_max.Tensor)
+def clamp_max_tensor(cv, x, hi):
+    return clamp_tensor(cv, x, None, hi)
+
+
 def _add_sub(cv, op: str, a, b, alpha=1):
     """a + alpha * b (op "add") or a - alpha * b ("sub"): a constant b takes
     alpha (and sub's sign) into its values; two activations keep alpha."""
@@ -144,11 +175,6 @@ def dequantize(cv, x, scale, zero_point, qmin, qmax, dtype, **kw):
 
 # -- which instances have integer kernels ------------------------------------------------------
 
-def _two_activations(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
-    """Both operands activations (a constant operand runs in float)."""
-    return all(isinstance(i, int) for i in n.inputs)
-
-
 def _float_constants(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
     """Activations, or float constants (quantized when lowered, TFLite's way)."""
     return all(isinstance(i, (int, np.ndarray)) for i in n.inputs)
@@ -156,7 +182,7 @@ def _float_constants(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
 
 F.int8("add", "sub", "mul", "div")(_float_constants)
 F.int16("add", "sub", "mul")(_float_constants)
-F.int8("maximum", "minimum", shared=True)(_two_activations)
+F.int8("maximum", "minimum", shared=True)(_float_constants)  # a constant at the shared quantization
 F.int8("clamp", shared=True)(always)
 F.int8("sigmoid", "tanh", "hardswish")(always)
 
@@ -208,26 +234,29 @@ def _binary_f32(lay, n: Node) -> None:
 def _binary_s8(lay, n: Node) -> None:
     shape = lay.g.shapes[n.out]
     order = order_of(lay, n)
-    (ain, s1, z1), (bin_, s2, z2) = (operands.operand_q(lay, n, k, len(shape), order, 8) for k in (0, 1))
     s_out, zp_out = n.attrs["out_q"]
+    op = n.op[1:]
+    if op in ("maximum", "minimum"):  # one quantization in and out: the raw values (a constant at it)
+        ain, bin_ = (operands.operand_at(lay, n, k, len(shape), order, (s_out, zp_out)) for k in (0, 1))
+        out = lay.activation(n.name, tuple(shape[d] for d in order), like=n.out)
+        lay.emit(f"{op.upper()}_S8", [ain, bin_], [out], None, n, op)
+        lay.val[n.out] = (out, order)
+        return
+    (ain, s1, z1), (bin_, s2, z2) = (operands.operand_q(lay, n, k, len(shape), order, 8) for k in (0, 1))
     lo, hi = act_q(n.attrs["act"], s_out, zp_out)
     out = lay.activation(n.name, tuple(shape[d] for d in order), like=n.out)
-    op = n.op[1:]
-    if op in ("maximum", "minimum"):  # one quantization in and out: the raw values
-        lay.emit(f"{op.upper()}_S8", [ain, bin_], [out], None, n, op)
+    if op in ("add", "sub"):
+        code, factor = _alpha_code(n)
+        table = "QuantAddParams"
+        make = reference.add_params if code == "ADD" else reference.sub_params
+        params = make(s1, z1, s2 * factor, z2, s_out, zp_out, lo, hi)
+    elif op == "mul":
+        code, table = "MUL", "QuantMulParams"
+        params = reference.mul_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
     else:
-        if op in ("add", "sub"):
-            code, factor = _alpha_code(n)
-            table = "QuantAddParams"
-            make = reference.add_params if code == "ADD" else reference.sub_params
-            params = make(s1, z1, s2 * factor, z2, s_out, zp_out, lo, hi)
-        elif op == "mul":
-            code, table = "MUL", "QuantMulParams"
-            params = reference.mul_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
-        else:
-            code, table = "DIV", "QuantDivParams"
-            params = reference.div_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
-        lay.emit(f"{code}_S8", [ain, bin_], [out], (table, {k: int(v) for k, v in params.items()}), n, op)
+        code, table = "DIV", "QuantDivParams"
+        params = reference.div_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
+    lay.emit(f"{code}_S8", [ain, bin_], [out], (table, {k: int(v) for k, v in params.items()}), n, op)
     lay.val[n.out] = (out, order)
 
 
