@@ -134,6 +134,8 @@ SHARED = {
 }
 # Two inputs and the output at one quantization (int8 max/min of the raw values).
 SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
+# x and the output at one quantization; the mask (bool) and the filled value as they are.
+MASKED = {aten.masked_fill.Scalar, aten.masked_fill.Tensor}
 # Calibrated output, one activation input (int8 as a table lookup).
 CALIBRATED_UNARY = {
     aten.hardswish.default,
@@ -283,6 +285,11 @@ def _make_quantizer_class():
                     # (the same node twice, minimum(x, x): one input entry, else it would share with itself)
                     inputs = {a: act} if a is b else {a: act, b: SharedQuantizationSpec((a, n))}
                     mark(n, inputs, SharedQuantizationSpec((a, n)))
+                elif n.target in MASKED and _is_activation(n.args[0]):
+                    mark(n, {n.args[0]: act}, SharedQuantizationSpec((n.args[0], n)))
+                elif n.target == aten.where.self and sum(map(_is_activation, n.args[1:3])) == 1:
+                    x = n.args[1] if _is_activation(n.args[1]) else n.args[2]
+                    mark(n, {x: act}, SharedQuantizationSpec((x, n)))
                 elif n.target in CALIBRATED_UNARY and _is_activation(n.args[0]):
                     mark(n, {n.args[0]: act}, act)
                 elif n.target in SHARED and _is_activation(n.args[0]):

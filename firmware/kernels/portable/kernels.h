@@ -71,6 +71,8 @@ extern const Kernel kSubS8;
 extern const Kernel kSubS16;
 extern const Kernel kDivF32;
 extern const Kernel kDivS8;
+extern const Kernel kMaskedFill;
+extern const Kernel kCompare;
 
 // reduce
 extern const Kernel kMeanF32;
@@ -147,6 +149,7 @@ constexpr uint32_t kSubS8 = 0x3u;
 constexpr uint32_t kSubS16 = 0x3u;
 constexpr uint32_t kDivF32 = 0x3u;
 constexpr uint32_t kDivS8 = 0x3u;
+constexpr uint32_t kMaskedFill = 0x1u;
 }  // namespace inplace
 
 }  // namespace portable

@@ -167,6 +167,10 @@ SHAPES: dict[str, Shapes] = {
     "RecurrentArgs": _recurrent, "QuantLstmArgs": _recurrent, "QuantGruArgs": _recurrent,
     "QuantRnnArgs": _recurrent,
     "GroupNormArgs": _pixels, "QuantGroupNormArgs": _pixels,
+    "MaskedFillArgs": lambda ins, outs: {"x": _dims(ins[0] if ins else None, MAX_RANK),
+                                         "mask": _dims(ins[1] if len(ins) > 1 else None, MAX_RANK),
+                                         "y": _dims(outs[0] if outs else None, MAX_RANK)},
+    "CompareArgs": _binary,
 }
 
 
