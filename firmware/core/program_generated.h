@@ -121,6 +121,7 @@ enum class OpCode : uint16_t {
   GROUP_NORM_S16 = 105,
   MASKED_FILL = 106,
   COMPARE = 107,
+  GATHER = 108,
   LSTM_F32 = 110,
   GRU_F32 = 111,
   RNN_F32 = 112,
@@ -865,6 +866,16 @@ static_assert(offsetof(MaskedFillArgs, mask) == 24, "MaskedFillArgs.mask");
 static_assert(offsetof(MaskedFillArgs, y) == 48, "MaskedFillArgs.y");
 static_assert(offsetof(MaskedFillArgs, value) == 72, "MaskedFillArgs.value");
 static_assert(offsetof(MaskedFillArgs, qvalue) == 76, "MaskedFillArgs.qvalue");
+
+struct GatherArgs {
+  int32_t rows;
+  int32_t cols;
+  int32_t count;
+};
+static_assert(sizeof(GatherArgs) == 12 && alignof(GatherArgs) == 4, "GatherArgs: flatbuffers layout");
+static_assert(offsetof(GatherArgs, rows) == 0, "GatherArgs.rows");
+static_assert(offsetof(GatherArgs, cols) == 4, "GatherArgs.cols");
+static_assert(offsetof(GatherArgs, count) == 8, "GatherArgs.count");
 
 struct CompareArgs {
   int32_t a[6];

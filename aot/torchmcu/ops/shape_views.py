@@ -26,6 +26,7 @@ OPS: tuple[Op, ...] = (
             "aten.rnn_tanh.input", "aten.slice_scatter.default", "aten.select_scatter.default"),
        f32=("CONCAT",), i8=("CONCAT",)),
     Op("pad", aten=("aten.constant_pad_nd.default", "aten.pad.default"), f32=("PAD",), i8=("PAD",)),
+    Op("gather", aten=("aten.embedding.default",), f32=("GATHER",)),
 )
 
 KERNELS: tuple[Kernel, ...] = (
@@ -34,6 +35,8 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("COPY", 14, None, None, inplace=(0,), tflite=True),
     Kernel("PAD", 27, "PadArgs", "PadParams", tflite=True,
            doc="any dtype (F32, I8): constant padding per physical dim"),
+    Kernel("GATHER", 108, "GatherArgs", None,
+           doc="table [rows, cols] (any dtype), ids (I32) -> y [count, cols]: nn.Embedding's rows (bad ids: zeros)"),
     Kernel("SLICE", 51, "SliceArgs", "SliceParams", tflite=True,
            note=("capture / views / shape (51..59)",
                  "Any dtype: y[i] = x[begin + i * step] per physical dim (SliceParams);",

@@ -92,6 +92,7 @@ extern const Kernel kConcat;
 extern const Kernel kCopy;
 extern const Kernel kPad;
 extern const Kernel kSlice;
+extern const Kernel kGather;
 
 // activations
 extern const Kernel kActivationF32;

@@ -150,6 +150,10 @@ for _name in COMPARE:
 def _mask(cv, m):
     """A boolean mask: a bool value of the graph, or a constant (as uint8)."""
     if is_activation(m):
+        if cv.g.dtypes.get(m) == "I32":  # a bool model input (int32 in the program): != 0
+            out = cv.emit("compare", [m, np.zeros((), np.int32)], dict(op=COMPARE["ne"]), shape=cv.shape(m))
+            cv.g.dtypes[out] = "U8"
+            return out
         if cv.g.dtypes.get(m) != "U8":
             raise cv.fail("the mask must be a boolean tensor")
         return m
@@ -159,7 +163,7 @@ def _mask(cv, m):
 @F.rule(aten.logical_not.default, aten.bitwise_not.default)
 def logical_not(cv, m):
     m = _mask(cv, cv.act(m))
-    out = cv.emit("compare", [m, np.zeros((), np.uint8)], dict(op=COMPARE["eq"]))
+    out = cv.emit("compare", [m, np.zeros((), np.uint8)], dict(op=COMPARE["eq"]), shape=cv.shape(m))
     cv.g.dtypes[out] = "U8"
     return out
 
@@ -168,8 +172,11 @@ def logical_not(cv, m):
 def masked_fill(cv, x, mask, value):
     """x.masked_fill(mask, value): one op reading x and the mask (a boolean
     constant, input or comparison), at x's quantization in an integer program."""
-    x = cv.act(x)
     m = _mask(cv, mask)
+    if not is_activation(x):  # a constant filled where a computed mask says (a float attention mask)
+        x = np.ascontiguousarray(np.broadcast_to(_value(x), _broadcast(cv.shape(x), cv.shape(m))), np.float32)
+        if not is_activation(m):
+            raise cv.fail("masked_fill of a constant by a constant mask")  # folded by the converter; never here
     shape = cv.shape(x)
     if _broadcast(shape, cv.shape(m)) != tuple(shape):
         raise cv.fail(f"masked_fill of a {tuple(shape)} tensor by a {tuple(cv.shape(m))} mask: the mask must "
@@ -357,8 +364,9 @@ def _compare_op(lay, n: Node) -> None:
 def _masked_fill_op(lay, n: Node, qvalue: int) -> None:
     x, m = n.inputs
     shape = lay.g.shapes[n.out]
-    rank, order = len(shape), lay.val[x][1]
-    xin = lay.get(x, order, n)
+    rank = len(shape)
+    order = lay.val[x][1] if isinstance(x, int) else order_of(lay, n)
+    xin = lay.get(x, order, n) if isinstance(x, int) else lay.constant(f"{n.name}_x", operands.at_rank(x, rank, order))
     mask = operands.activation(lay, m, rank, order, n) if isinstance(m, int) else \
         lay.constant(f"{n.name}_mask", operands.at_rank(m, rank, order), "U8")
     out = lay.activation(n.name, tuple(shape[d] for d in order), like=n.out)

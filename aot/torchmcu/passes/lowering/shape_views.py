@@ -277,6 +277,22 @@ def _scatter(cv, base, src, d: int, first: int, count: int):
     return cv.emit("cat", parts, dict(dim=d), shape=tuple(shape))
 
 
+@F.rule(aten.embedding.default)
+def embedding(cv, weight, ids, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """nn.Embedding: rows of a constant table by integer ids (an int32 input, or
+    computed from one); the table stays float (a quantized model quantizes the
+    rows after the lookup)."""
+    if is_activation(weight) or not is_activation(ids):
+        raise cv.fail("an embedding of a constant table by ids computed from the inputs is supported")
+    if cv.g.dtypes.get(ids) != "I32":
+        raise cv.fail("embedding ids must be an integer tensor")
+    table = weight.dequantized() if isinstance(weight, QConst) else const(weight)
+    table = np.ascontiguousarray(table, np.float32)
+    if table.ndim != 2:
+        raise cv.fail(f"an embedding table of shape {tuple(table.shape)}: [rows, cols] is supported")
+    return cv.emit("gather", [table, ids])
+
+
 @F.rule(aten.copy.default)
 def copy(cv, dst, src, non_blocking=False):
     """copy(dst, src): src as dst's shape (what an in-place op on a model
@@ -302,6 +318,16 @@ F.int16("reshape", "permute", "slice", shared=True)(always)
 
 
 # -- logical -> program ops --------------------------------------------------------------------
+
+@F.lower("gather")
+def _gather(lay, n: Node) -> None:
+    table, ids = n.inputs
+    shape = lay.g.shapes[n.out]
+    count = int(np.prod(shape[:-1], dtype=np.int64))
+    idt = lay.alias(lay.get(ids, tuple(range(len(lay.g.shapes[ids]))), n), (count,))
+    out = lay.activation(n.name, (count, shape[-1]))
+    lay.emit("GATHER", [lay.constant(f"{n.name}_table", table), idt], [out], None, n, "gather")
+    lay.val[n.out] = (lay.alias(out, tuple(shape), n.name), tuple(range(len(shape))))
 
 @F.lower("reshape", "qreshape")
 @F.lower16("qreshape")
