@@ -136,6 +136,7 @@ SHARED = {
 SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
 # x and the output at one quantization; the mask (bool) and the filled value as they are.
 MASKED = {aten.masked_fill.Scalar, aten.masked_fill.Tensor}
+WHERE = {aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther}  # (one of the two a scalar)
 # Calibrated output, one activation input (int8 as a table lookup).
 CALIBRATED_UNARY = {
     aten.hardswish.default,
@@ -287,7 +288,7 @@ def _make_quantizer_class():
                     mark(n, inputs, SharedQuantizationSpec((a, n)))
                 elif n.target in MASKED and _is_activation(n.args[0]):
                     mark(n, {n.args[0]: act}, SharedQuantizationSpec((n.args[0], n)))
-                elif n.target == aten.where.self and sum(map(_is_activation, n.args[1:3])) == 1:
+                elif n.target in WHERE and sum(map(_is_activation, n.args[1:3])) == 1:
                     x = n.args[1] if _is_activation(n.args[1]) else n.args[2]
                     mark(n, {x: act}, SharedQuantizationSpec((x, n)))
                 elif n.target in CALIBRATED_UNARY and _is_activation(n.args[0]):
@@ -368,6 +369,8 @@ def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> 
     np.load gives for an .npz; a single-input model takes its one array under any name).
     """
     shapes = [tuple(x.shape) for x in example_inputs]
+    # integer and bool inputs (token ids, lengths, masks) are taken in the example's dtype
+    kinds = [x.dtype if isinstance(x, torch.Tensor) and not x.is_floating_point() else None for x in example_inputs]
 
     def as_tuple(s: Any) -> tuple[torch.Tensor, ...]:
         items = s if isinstance(s, (tuple, list)) else (s,)
@@ -376,7 +379,9 @@ def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> 
             t = torch.as_tensor(np.asarray(x))
             if t.dtype == torch.float64:
                 t = t.float()
-            if t.dtype != torch.float32:
+            if i < len(kinds) and kinds[i] is not None and not t.is_floating_point():
+                t = t.to(kinds[i])
+            elif t.dtype != torch.float32:
                 raise TorchMCUError(f"calibration input {i} is {t.dtype}; expected float32")
             if tuple(t.shape) != shape:
                 if tuple(t.shape) == shape[1:] and shape[0] == 1:
@@ -398,7 +403,7 @@ def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> 
         for i, (a, shape) in enumerate(zip(arrays, shapes)):
             if a.dtype == np.float64:  # NumPy's default: the values are what the user means
                 a = arrays[i] = a.astype(np.float32)
-            if a.dtype != np.float32:
+            if a.dtype != np.float32 and not (kinds[i] is not None and a.dtype.kind in "biu"):
                 raise TorchMCUError(f"calibration array {i} is {a.dtype}; expected float32 "
                                     f"with shape [N, {', '.join(map(str, shape[1:] if shape[0] == 1 else shape))}]")
             if a.ndim != len(shape) and a.ndim != len(shape) + 1:

@@ -187,7 +187,7 @@ def masked_fill(cv, x, mask, value):
     return cv.emit("masked_fill", [x, m], dict(value=value))
 
 
-@F.rule(aten.where.self)
+@F.rule(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther)
 def where(cv, cond, a, b):
     """torch.where(cond, a, b) with one of a, b a scalar: a masked_fill."""
     scalar = [not is_activation(v) and np.asarray(_value(v)).size == 1 for v in (a, b)]
