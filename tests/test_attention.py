@@ -217,7 +217,8 @@ def test_attention_refusals_are_clear(tmp_path: Path) -> None:
     ]
     for model, shapes, words in cases:
         with pytest.raises(CompileError) as e:
-            compile(model.eval(), tuple(torch.randn(*s) for s in shapes), "mps3-an547", tmp_path, tile=False)
+            compile(model.eval(), tuple(torch.randn(*s) for s in shapes), "mps3-an547", tmp_path / "refused",
+                    tile=False)
         assert words in str(e.value), str(e.value)
 
 
