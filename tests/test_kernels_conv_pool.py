@@ -34,13 +34,14 @@ static Shape4 shape(const int32_t* s) { return Shape4{s[0], s[1], s[2], s[3]}; }
 template <typename T> static T fields(const int32_t* q) { T p; std::memcpy(&p, q, sizeof(T)); return p; }
 
 // q: QuantConvParams / QuantConvS16Params fields in order.
-X void k_tconv_s8(const int8_t* x, const int32_t* xs, const int8_t* w, int32_t kh, int32_t kw, const int32_t* b,
-                  const int32_t* m, const int32_t* s, int8_t* y, const int32_t* ys, const int32_t* q) {
-  transpose_conv2d_s8(x, shape(xs), w, kh, kw, b, m, s, y, shape(ys), fields<QuantConvParams>(q));
+X void k_tconv_s8(const int8_t* x, const int32_t* xs, const int8_t* w, int32_t kh, int32_t kw, int32_t gc,
+                  const int32_t* b, const int32_t* m, const int32_t* s, int8_t* y, const int32_t* ys, const int32_t* q) {
+  transpose_conv2d_s8(x, shape(xs), w, kh, kw, gc, b, m, s, y, shape(ys), fields<QuantConvParams>(q));
 }
-X void k_tconv_s16(const int16_t* x, const int32_t* xs, const int8_t* w, int32_t kh, int32_t kw, const int64_t* b,
-                   const int32_t* m, const int32_t* s, int16_t* y, const int32_t* ys, const int32_t* q) {
-  transpose_conv2d_s16(x, shape(xs), w, kh, kw, b, m, s, y, shape(ys), fields<QuantConvS16Params>(q));
+X void k_tconv_s16(const int16_t* x, const int32_t* xs, const int8_t* w, int32_t kh, int32_t kw, int32_t gc,
+                   const int64_t* b, const int32_t* m, const int32_t* s, int16_t* y, const int32_t* ys,
+                   const int32_t* q) {
+  transpose_conv2d_s16(x, shape(xs), w, kh, kw, gc, b, m, s, y, shape(ys), fields<QuantConvS16Params>(q));
 }
 X void k_gconv_s8(const int8_t* x, const int32_t* xs, const int8_t* w, int32_t kh, int32_t kw, int32_t gin,
                   const int32_t* b, const int32_t* m, const int32_t* s, int8_t* y, const int32_t* ys, const int32_t* q) {
@@ -81,8 +82,8 @@ X void k_pool_s8(int32_t max, const int8_t* x, const int32_t* xs, int8_t* y, con
 
 _P, _I = _Buffer, ctypes.c_int32
 _SIGNATURES = {
-    "k_tconv_s8": [_P, _P, _P, _I, _I, _P, _P, _P, _P, _P, _P],
-    "k_tconv_s16": [_P, _P, _P, _I, _I, _P, _P, _P, _P, _P, _P],
+    "k_tconv_s8": [_P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P, _P],
+    "k_tconv_s16": [_P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P, _P],
     "k_gconv_s8": [_P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P, _P],
     "k_gconv_s16": [_P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P, _P],
     "k_nearest": [_P, _P, _P, _P, _I, _I],
@@ -119,32 +120,36 @@ def _requant(g: np.random.Generator, cout: int) -> tuple[np.ndarray, np.ndarray]
     return quant.conv_requant(float(np.exp(g.uniform(-5, -2))), s_w, float(np.exp(g.uniform(-4, -1))))
 
 
-TRANSPOSED = [(h, w, k, s, p, op, cin, cout) for h, w, k, s, p, op, cin, cout in [
-    (4, 5, 3, 2, 1, 1, 5, 3), (3, 3, 4, 2, 1, 0, 7, 2), (5, 4, 3, 1, 1, 0, 3, 4), (4, 4, 2, 2, 0, 0, 6, 5),
-    (3, 5, 5, 3, 2, 2, 4, 3), (2, 3, 1, 2, 0, 1, 9, 2), (4, 2, 4, 3, 0, 1, 2, 6), (1, 6, 3, 2, 1, 1, 17, 3),
-    (5, 5, 3, 2, 2, 0, 3, 3), (3, 4, 6, 4, 1, 3, 2, 2)]]
+# (h, w, k, stride, pad, output_padding, in_c, out_c, groups)
+TRANSPOSED = [
+    (4, 5, 3, 2, 1, 1, 5, 3, 1), (3, 3, 4, 2, 1, 0, 7, 2, 1), (5, 4, 3, 1, 1, 0, 3, 4, 1), (4, 4, 2, 2, 0, 0, 6, 5, 1),
+    (3, 5, 5, 3, 2, 2, 4, 3, 1), (2, 3, 1, 2, 0, 1, 9, 2, 1), (4, 2, 4, 3, 0, 1, 2, 6, 1), (1, 6, 3, 2, 1, 1, 17, 3, 1),
+    (5, 5, 3, 2, 2, 0, 3, 3, 1), (3, 4, 6, 4, 1, 3, 2, 2, 1),
+    # grouped (PyTorch's groups): depthwise-like, two groups, three
+    (4, 5, 3, 2, 1, 1, 4, 8, 4), (3, 4, 4, 2, 1, 0, 6, 4, 2), (5, 3, 3, 1, 1, 0, 9, 6, 3), (1, 7, 3, 2, 0, 1, 4, 4, 4)]
 
 
-@pytest.mark.parametrize("case", TRANSPOSED, ids=[f"h{c[0]}w{c[1]}k{c[2]}s{c[3]}p{c[4]}op{c[5]}" for c in TRANSPOSED])
+@pytest.mark.parametrize("case", TRANSPOSED,
+                         ids=[f"h{c[0]}w{c[1]}k{c[2]}s{c[3]}p{c[4]}op{c[5]}g{c[8]}" for c in TRANSPOSED])
 def test_transposed_conv_s8_and_s16(lib, case) -> None:
-    h, w, k, s, p, op, cin, cout = case
-    g = _rng("tconv", case)
+    h, w, k, s, p, op, cin, cout, groups = case
+    g = _rng("tconv", case[:8] if groups == 1 else case)
     oh, ow = (h - 1) * s - 2 * p + k + op, (w - 1) * s - 2 * p + k + op
     x = i8(g.integers(-128, 128, (2, h, w, cin)))
-    wt = i8(g.integers(-127, 128, (cout, k, k, cin)))
+    wt = i8(g.integers(-127, 128, (cout, k, k, cin // groups)))
     bias = i32(g.integers(-5000, 5000, cout))
     m, sh = _requant(g, cout)
     zp_in, zp_out = int(g.integers(-128, 128)), int(g.integers(-128, 128))
     lo, hi = sorted(int(v) for v in g.integers(-128, 128, 2))
     y = np.zeros((2, oh, ow, cout), np.int8)
-    lib.k_tconv_s8(x, i32(x.shape), wt, k, k, bias, m, sh, y, i32(y.shape), i32([s, s, p, p, 1, 1, -zp_in, zp_out, lo, hi]))
+    lib.k_tconv_s8(x, i32(x.shape), wt, k, k, cin // groups, bias, m, sh, y, i32(y.shape), i32([s, s, p, p, 1, 1, -zp_in, zp_out, lo, hi]))
     exp = rc.transpose_conv2d(x, wt, bias, m, sh, stride=(s, s), pad=(p, p), input_offset=-zp_in, output_offset=zp_out,
                               act_min=lo, act_max=hi, out_hw=(oh, ow))
     np.testing.assert_array_equal(y, exp)
     x16 = np.ascontiguousarray(g.integers(-32767, 32768, (2, h, w, cin)), np.int16)
     b64 = np.ascontiguousarray(g.integers(-2 ** 40, 2 ** 40, cout), np.int64)
     y16 = np.zeros((2, oh, ow, cout), np.int16)
-    lib.k_tconv_s16(x16, i32(x16.shape), wt, k, k, b64, m, sh, y16, i32(y16.shape), i32([s, s, p, p, 1, 1, -30000, 30000]))
+    lib.k_tconv_s16(x16, i32(x16.shape), wt, k, k, cin // groups, b64, m, sh, y16, i32(y16.shape), i32([s, s, p, p, 1, 1, -30000, 30000]))
     exp16 = rc.transpose_conv2d_s16(x16, wt, b64, m, sh, stride=(s, s), pad=(p, p), act_min=-30000, act_max=30000,
                                     out_hw=(oh, ow))
     np.testing.assert_array_equal(y16, exp16)

@@ -55,6 +55,11 @@ FLOAT = {
                            [(1, 4, 5, 5)], {"TRANSPOSE_CONV2D_F32"}),
     "transposed_1d": (lambda: Fn(lambda m, x: m[0](x), nn.ConvTranspose1d(4, 3, 4, stride=2, padding=1)),
                       [(1, 4, 9)], {"TRANSPOSE_CONV2D_F32"}),
+    "transposed_grouped": (lambda: Fn(lambda m, x, a: (m[0](x), m[1](x), m[2](a)),
+                                      nn.ConvTranspose2d(6, 4, 3, 2, 1, output_padding=1, groups=2),
+                                      nn.ConvTranspose2d(6, 6, 4, 2, 1, groups=6, bias=False),
+                                      nn.ConvTranspose1d(4, 8, 3, stride=2, groups=4)),
+                           [(1, 6, 4, 5), (1, 4, 7)], {"TRANSPOSE_CONV2D_F32"}),
     "resize_2d": (lambda: Fn(lambda m, x: (F.interpolate(x, scale_factor=2), F.interpolate(x, size=(7, 9)),
                                            F.interpolate(x, size=(7, 9), mode="nearest-exact"),
                                            F.interpolate(x, scale_factor=2, mode="bilinear"),
@@ -126,6 +131,11 @@ INT = {
     "transposed_1d_bn": (lambda: Fn(lambda m, x: F.relu(m[1](m[0](x))), nn.ConvTranspose1d(6, 4, 4, 2, 1),
                                     nn.BatchNorm1d(4)),
                          [(1, 6, 10)], {"TRANSPOSE_CONV2D"}),
+    "transposed_grouped": (lambda: Fn(lambda m, x, a: (m[0](x), F.relu(m[1](x)), m[2](a)),
+                                      nn.ConvTranspose2d(6, 4, 3, 2, 1, output_padding=1, groups=2),
+                                      nn.ConvTranspose2d(6, 6, 4, 2, 1, groups=3),
+                                      nn.ConvTranspose1d(4, 8, 3, stride=2, groups=4)),
+                           [(1, 6, 4, 5), (1, 4, 7)], {"TRANSPOSE_CONV2D"}),
     "resize": (lambda: Fn(lambda m, x, a: (F.interpolate(x, scale_factor=2), F.interpolate(x, size=(7, 9), mode="nearest-exact"),
                                            F.interpolate(x, scale_factor=2, mode="bilinear"),
                                            F.interpolate(x, size=(8, 10), mode="bilinear", align_corners=True),
@@ -254,7 +264,7 @@ def test_unsupported_variants_are_refused_clearly(fn, match: str, tmp_path: Path
     assert "test_ops_conv_pool.py" in (err.source or ""), err
 
 
-@pytest.mark.parametrize("kw, match", [(dict(groups=2), "groups=2"), (dict(dilation=2), "dilation=2")])
+@pytest.mark.parametrize("kw, match", [(dict(dilation=2), "dilation=2")])
 def test_transposed_conv_variants_tflite_lacks_are_refused(kw: dict, match: str, tmp_path: Path) -> None:
     class Up(nn.Module):
         def __init__(self) -> None:

@@ -119,6 +119,9 @@ enum class OpCode : uint16_t {
   GROUP_NORM_F32 = 103,
   GROUP_NORM_S8 = 104,
   GROUP_NORM_S16 = 105,
+  MASKED_FILL = 106,
+  COMPARE = 107,
+  GATHER = 108,
   LSTM_F32 = 110,
   GRU_F32 = 111,
   RNN_F32 = 112,
@@ -170,6 +173,8 @@ enum class OpParams : uint8_t {
   QuantRnnParams = 35,
   GroupNormParams = 36,
   QuantGroupNormParams = 37,
+  MaskedFillParams = 38,
+  CompareParams = 39,
 };
 
 struct InitCopy {
@@ -847,6 +852,42 @@ static_assert(offsetof(QuantLayerNormArgs, output_shift) == 24, "QuantLayerNormA
 static_assert(offsetof(QuantLayerNormArgs, output_zero_point) == 28, "QuantLayerNormArgs.output_zero_point");
 static_assert(offsetof(QuantLayerNormArgs, act_min) == 32, "QuantLayerNormArgs.act_min");
 static_assert(offsetof(QuantLayerNormArgs, act_max) == 36, "QuantLayerNormArgs.act_max");
+
+struct MaskedFillArgs {
+  int32_t x[6];
+  int32_t mask[6];
+  int32_t y[6];
+  float value;
+  int32_t qvalue;
+};
+static_assert(sizeof(MaskedFillArgs) == 80 && alignof(MaskedFillArgs) == 4, "MaskedFillArgs: flatbuffers layout");
+static_assert(offsetof(MaskedFillArgs, x) == 0, "MaskedFillArgs.x");
+static_assert(offsetof(MaskedFillArgs, mask) == 24, "MaskedFillArgs.mask");
+static_assert(offsetof(MaskedFillArgs, y) == 48, "MaskedFillArgs.y");
+static_assert(offsetof(MaskedFillArgs, value) == 72, "MaskedFillArgs.value");
+static_assert(offsetof(MaskedFillArgs, qvalue) == 76, "MaskedFillArgs.qvalue");
+
+struct GatherArgs {
+  int32_t rows;
+  int32_t cols;
+  int32_t count;
+};
+static_assert(sizeof(GatherArgs) == 12 && alignof(GatherArgs) == 4, "GatherArgs: flatbuffers layout");
+static_assert(offsetof(GatherArgs, rows) == 0, "GatherArgs.rows");
+static_assert(offsetof(GatherArgs, cols) == 4, "GatherArgs.cols");
+static_assert(offsetof(GatherArgs, count) == 8, "GatherArgs.count");
+
+struct CompareArgs {
+  int32_t a[6];
+  int32_t b[6];
+  int32_t y[6];
+  int32_t op;
+};
+static_assert(sizeof(CompareArgs) == 76 && alignof(CompareArgs) == 4, "CompareArgs: flatbuffers layout");
+static_assert(offsetof(CompareArgs, a) == 0, "CompareArgs.a");
+static_assert(offsetof(CompareArgs, b) == 24, "CompareArgs.b");
+static_assert(offsetof(CompareArgs, y) == 48, "CompareArgs.y");
+static_assert(offsetof(CompareArgs, op) == 72, "CompareArgs.op");
 
 struct GroupNormArgs {
   int32_t n;

@@ -123,7 +123,10 @@ def _attention(b: _Builder, q: Node, kt: Node, v: Node, scale: float, masked, fi
     s = b.op(aten.matmul.default, q, kt)
     if finite is not None:
         s = b.op(aten.add.Tensor, s, b.const(f"{name}_bias", finite / scale))
-    mask = b.const(f"{name}_mask", masked) if masked is not None and bool(masked.any()) else None
+    if isinstance(masked, Node):  # computed from the inputs: the entries it leaves out
+        mask = masked
+    else:
+        mask = b.const(f"{name}_mask", masked) if masked is not None and bool(masked.any()) else None
     p = b.op(torch.ops.torchmcu.attention_softmax.default, s, float(scale), mask)
     out = b.op(aten.matmul.default, p, v)
     # The composite's output may lie in memory in another order (the graph's
@@ -135,6 +138,43 @@ def _attention(b: _Builder, q: Node, kt: Node, v: Node, scale: float, masked, fi
         out = b.op(aten.clone.default, out, memory_format=torch.contiguous_format)
         out = b.op(aten.permute.default, out, inverse)
     return out
+
+
+VIEWS = {aten.view.default, aten.reshape.default, aten.expand.default, aten.unsqueeze.default,
+         aten._unsafe_view.default, aten.squeeze.dim}
+FILLS = {aten.masked_fill.Scalar, aten.masked_fill_.Scalar}
+
+
+def _filled_with_minus_inf(mask: Any) -> Optional[tuple]:
+    """(bool node, the views from it to `mask`) when `mask` is zeros filled
+    with -inf where a bool node holds, then viewed (PyTorch's canonical float
+    mask of a bool key_padding_mask); else None."""
+    views = []
+    n = mask
+    while isinstance(n, Node) and n.op == "call_function" and n.target in VIEWS:
+        views.append(n)
+        n = n.args[0]
+    if not (isinstance(n, Node) and n.op == "call_function" and n.target in FILLS and len(n.args) >= 3):
+        return None
+    zeros, source, value = n.args[:3]
+    if not (isinstance(source, Node) and source.meta["val"].dtype == torch.bool and value == float("-inf")):
+        return None
+    if not (isinstance(zeros, Node) and zeros.op == "call_function" and (
+            zeros.target in (aten.zeros_like.default, aten.zeros.default)
+            or (zeros.target in (aten.full.default, aten.full_like.default) and zeros.args[1] == 0))):
+        return None
+    if tuple(source.meta["val"].shape) != tuple(n.meta["val"].shape):
+        return None
+    return source, list(reversed(views))
+
+
+def _drop_unused_fills(gm: GraphModule) -> None:
+    """Fills of -inf (in place too) whose every use was an attention taken apart."""
+    for n in reversed(list(gm.graph.nodes)):
+        if n.op == "call_function" and (n.target in FILLS or n.target in VIEWS or n.target in (
+                aten.zeros_like.default, aten.zeros.default, aten.full.default, aten.full_like.default)) \
+                and not n.users:
+            gm.graph.erase_node(n)
 
 
 def decompose_attention(gm: GraphModule) -> GraphModule:
@@ -152,12 +192,28 @@ def decompose_attention(gm: GraphModule) -> GraphModule:
             if n.kwargs.get("enable_gqa") or (n.kwargs.get("dropout_p", dropout) or 0.0) != 0.0:
                 continue
             qv, kv = q.meta["val"], k.meta["val"]
+            computed = excluded = None
             try:
                 masked, finite = split_mask(_constant(gm, mask), causal, (qv.shape[-2], kv.shape[-2]))
             except _NotConstant:
-                continue
+                # a bool mask computed from the inputs (arange < length): its negation is what the
+                # softmax leaves out; a float one made of one (nn.MultiheadAttention's
+                # key_padding_mask: zeros filled with -inf where it holds, viewed): that one;
+                # another kind keeps the composite op (in float)
+                excluded = None if causal else _filled_with_minus_inf(mask)
+                if excluded is None and (causal or not isinstance(mask, Node)
+                                         or mask.meta["val"].dtype != torch.bool):
+                    continue
+                computed, finite = mask, None
             scale = 1.0 / math.sqrt(qv.shape[-1]) if scale is None else float(scale)
             b = _Builder(gm, n)
+            if excluded is not None:
+                source, views = excluded
+                masked = source
+                for view in views:  # the float mask's views, on the booleans
+                    masked = b.op(view.target, masked, *view.args[1:], **view.kwargs)
+            elif computed is not None:
+                masked = b.op(aten.logical_not.default, computed)
             kt = b.op(aten.transpose.int, k, -2, -1)
             out = _attention(b, q, kt, v, scale, masked, finite, n.meta["val"], n.name)
         elif n.target == aten.baddbmm.default and len(n.users) == 1:
@@ -188,6 +244,7 @@ def decompose_attention(gm: GraphModule) -> GraphModule:
         changed = True
     if changed:
         gm.graph.eliminate_dead_code()
+        _drop_unused_fills(gm)
         gm.recompile()
     return gm
 

@@ -135,6 +135,9 @@ SHARED = {
 }
 # Two inputs and the output at one quantization (int8 max/min of the raw values).
 SHARED_BINARY = {aten.maximum.default, aten.minimum.default}
+# x and the output at one quantization; the mask (bool) and the filled value as they are.
+MASKED = {aten.masked_fill.Scalar, aten.masked_fill.Tensor}
+WHERE = {aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther}  # (one of the two a scalar)
 # Calibrated output, one activation input (int8 as a table lookup).
 CALIBRATED_UNARY = {
     aten.hardswish.default,
@@ -275,11 +278,21 @@ def _make_quantizer_class():
                     mark(n, {n.args[0]: act}, fixed(16 / 256, 127) if act.dtype == torch.int8 else act)
                 elif n.target in SHARED_BINARY:
                     a, b = n.args[0], n.args[1]
-                    if not (_is_activation(a) and _is_activation(b)):
+                    if not _is_activation(a):
+                        a, b = b, a
+                    if not _is_activation(a):
+                        continue
+                    if not _is_activation(b):  # a constant: quantized at a's quantization by the lowering
+                        mark(n, {a: act}, SharedQuantizationSpec((a, n)))
                         continue
                     # (the same node twice, minimum(x, x): one input entry, else it would share with itself)
                     inputs = {a: act} if a is b else {a: act, b: SharedQuantizationSpec((a, n))}
                     mark(n, inputs, SharedQuantizationSpec((a, n)))
+                elif n.target in MASKED and _is_activation(n.args[0]):
+                    mark(n, {n.args[0]: act}, SharedQuantizationSpec((n.args[0], n)))
+                elif n.target in WHERE and sum(map(_is_activation, n.args[1:3])) == 1:
+                    x = n.args[1] if _is_activation(n.args[1]) else n.args[2]
+                    mark(n, {x: act}, SharedQuantizationSpec((x, n)))
                 elif n.target in CALIBRATED_UNARY and _is_activation(n.args[0]):
                     mark(n, {n.args[0]: act}, act)
                 elif n.target in SHARED and _is_activation(n.args[0]):
@@ -308,13 +321,46 @@ def _make_quantizer_class():
             return gm
 
         def transform_for_annotation(self, model: torch.fx.GraphModule) -> torch.fx.GraphModule:
-            """Attention taken apart, so its scores and probabilities are observed."""
-            return decompose_attention(model)
+            """Attention taken apart, so its scores and probabilities are observed;
+            clamps with tensor bounds as maximum / minimum (each at one quantization)."""
+            return clamp_as_max_min(decompose_attention(model))
 
         def validate(self, gm: torch.fx.GraphModule) -> None:
             pass
 
     return TorchMCUQuantizer
+
+
+CLAMP_TENSOR = {aten.clamp.Tensor: (1, 2), aten.clamp_min.Tensor: (1, None), aten.clamp_max.Tensor: (None, 1)}
+
+
+def clamp_as_max_min(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """clamp(x, lo, hi) with tensor bounds -> minimum(maximum(x, lo), hi) (as
+    PyTorch defines it), in place: an int8 max / min of the raw values each."""
+    changed = False
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target not in CLAMP_TENSOR:
+            continue
+        x = n.args[0]
+        names = ("min", "max")
+        bounds = [None if k is None else (n.args[k] if len(n.args) > k else n.kwargs.get(names[j]))
+                  for j, k in enumerate(CLAMP_TENSOR[n.target])]
+        with gm.graph.inserting_before(n):
+            for target, bound in zip((aten.maximum.default, aten.minimum.default), bounds):
+                if bound is None:
+                    continue
+                y = gm.graph.call_function(target, (x, bound))
+                y.meta = {k: v for k, v in n.meta.items() if k != "val"}
+                a, b = (v.meta["val"] if isinstance(v, Node) else torch.tensor(v) for v in (x, bound))
+                with a.fake_mode if hasattr(a, "fake_mode") else b.fake_mode:
+                    y.meta["val"] = target(a, b)
+                x = y
+        n.replace_all_uses_with(x)
+        gm.graph.erase_node(n)
+        changed = True
+    if changed:
+        gm.recompile()
+    return gm
 
 
 def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, ...]]:
@@ -325,6 +371,8 @@ def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> 
     np.load gives for an .npz; a single-input model takes its one array under any name).
     """
     shapes = [tuple(x.shape) for x in example_inputs]
+    # integer and bool inputs (token ids, lengths, masks) are taken in the example's dtype
+    kinds = [x.dtype if isinstance(x, torch.Tensor) and not x.is_floating_point() else None for x in example_inputs]
 
     def as_tuple(s: Any) -> tuple[torch.Tensor, ...]:
         items = s if isinstance(s, (tuple, list)) else (s,)
@@ -333,7 +381,9 @@ def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> 
             t = torch.as_tensor(np.asarray(x))
             if t.dtype == torch.float64:
                 t = t.float()
-            if t.dtype != torch.float32:
+            if i < len(kinds) and kinds[i] is not None and not t.is_floating_point():
+                t = t.to(kinds[i])
+            elif t.dtype != torch.float32:
                 raise TorchMCUError(f"calibration input {i} is {t.dtype}; expected float32")
             if tuple(t.shape) != shape:
                 if tuple(t.shape) == shape[1:] and shape[0] == 1:
@@ -355,7 +405,7 @@ def calibration_samples(data: Any, example_inputs: tuple[torch.Tensor, ...]) -> 
         for i, (a, shape) in enumerate(zip(arrays, shapes)):
             if a.dtype == np.float64:  # NumPy's default: the values are what the user means
                 a = arrays[i] = a.astype(np.float32)
-            if a.dtype != np.float32:
+            if a.dtype != np.float32 and not (kinds[i] is not None and a.dtype.kind in "biu"):
                 raise TorchMCUError(f"calibration array {i} is {a.dtype}; expected float32 "
                                     f"with shape [N, {', '.join(map(str, shape[1:] if shape[0] == 1 else shape))}]")
             if a.ndim != len(shape) and a.ndim != len(shape) + 1:

@@ -15,7 +15,7 @@ OPS: tuple[Op, ...] = (
     Op("softmax",
        aten=("aten._softmax.default", "aten.softmax.int", "torchmcu.attention_softmax.default",
             "aten.scaled_dot_product_attention.default"),
-       f32=("SOFTMAX_F32", "MUL_F32", "ADD_F32"), i8=("SOFTMAX_S8", "SOFTMAX_MASKED_S8"),
+       f32=("SOFTMAX_F32", "MUL_F32", "ADD_F32", "MASKED_FILL"), i8=("SOFTMAX_S8", "SOFTMAX_MASKED_S8"),
        i16=("SOFTMAX_S16", "SOFTMAX_MASKED_S16")),
     Op("log_softmax", aten=("aten._log_softmax.default", "aten.log_softmax.int"), f32=("LOG_SOFTMAX_F32",),
        i8=("LOG_SOFTMAX_S8",)),

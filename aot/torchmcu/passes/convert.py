@@ -24,6 +24,14 @@ from .lowering.family import checking_table, check_rule
 from .graph import QD, Graph, Node, Operand, QConst, const, is_activation
 
 
+# Integer and bool model inputs: int32 in the program (the C API's type; bool as 0 / 1).
+INTEGER_INPUTS = (torch.int64, torch.int32, torch.bool)
+
+
+# Logical ops that move their input's bytes: their output has its dtype.
+MOVES_BYTES = frozenset({"reshape", "slice", "permute", "cat", "pad"})
+
+
 class Converter:
     """Walks the FX graph; what each op becomes is its family's rule's business."""
 
@@ -49,6 +57,9 @@ class Converter:
         assert self.node is not None
         out = self.g.new_value(shape if shape is not None else self.out_shape())
         self.g.nodes.append(Node(op, inputs, attrs or {}, out, self.node.name, user_frame(self.node)))
+        first = next((i for i in inputs if is_activation(i)), None)
+        if op in MOVES_BYTES and first in self.g.dtypes:  # a view of a bool or integer value keeps its dtype
+            self.g.dtypes[out] = self.g.dtypes[first]
         return out
     def act(self, v: Any) -> int:
         if not is_activation(v):
@@ -70,9 +81,12 @@ class Converter:
                     self.env[n] = const(state[constants[n.name]])
                 else:
                     val = n.meta["val"]
-                    if val.dtype != torch.float32:
-                        raise self.fail(f"input {n.name} is {val.dtype}; float32 inputs are supported")
+                    if val.dtype not in (torch.float32, *INTEGER_INPUTS):
+                        raise self.fail(f"input {n.name} is {val.dtype}; float32, integer (int64, int32) and bool "
+                                        "inputs are supported")
                     vid = self.g.new_value(tuple(val.shape))
+                    if val.dtype in INTEGER_INPUTS:  # token ids, lengths, masks: the program takes int32
+                        self.g.dtypes[vid] = "I32"
                     self.g.inputs.append(vid)
                     self.g.input_names.append(n.name)
                     self.env[n] = vid
@@ -95,7 +109,11 @@ class Converter:
                 if check:
                     check_rule(n.target, self.g.nodes[first:])
             elif n.op == "output":
-                outs = n.args[0]
+                # The model's own outputs: not the inputs it mutated in place (x.tanh_()
+                # of an input), which torch.export returns too.
+                kinds = [getattr(s, "kind", None) for s in getattr(sig, "output_specs", ())]
+                outs = [o for k, o in enumerate(n.args[0])
+                        if k >= len(kinds) or kinds[k] != torch.export.graph_signature.OutputKind.USER_INPUT_MUTATION]
                 self.g.outputs = [self.env[o] for o in outs]
         return self.g
     @staticmethod

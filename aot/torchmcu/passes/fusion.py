@@ -97,7 +97,7 @@ def fold_qdq(g: Graph) -> None:
     for n in g.nodes:
         if n.op not in ALL.int8_ops and n.op not in ALL.int16_ops:
             continue
-        acts = [i for i in n.inputs if isinstance(i, int)]
+        acts = [i for i in n.inputs if isinstance(i, int) and i not in g.dtypes]  # (not a bool mask)
         dqs = [producer.get(i) for i in acts]
         users = g.users(n.out)
         if not acts or any(d is None or d.op != "dequantize" for d in dqs):

@@ -75,6 +75,7 @@ class Graph:
     input_names: list[str] = field(default_factory=list)
     qparams: dict[int, tuple[float, int]] = field(default_factory=dict)  # int8 values: (scale, zero point)
     int16: set[int] = field(default_factory=set)  # the quantized values that are int16 (a16w8), not int8
+    dtypes: dict[int, str] = field(default_factory=dict)  # values that are not float nor quantized: "U8" (bool), "I32"
 
     def new_value(self, shape: tuple[int, ...]) -> int:
         vid = Act(len(self.shapes))

@@ -61,6 +61,8 @@ class Layout:
         if like is not None and like in self.g.qparams:
             t.dtype = "I16" if like in self.g.int16 else "I8"
             t.scale, t.zero_point = self.g.qparams[like]
+        elif like is not None and like in self.g.dtypes:  # a bool (U8) or integer (I32) value
+            t.dtype = self.g.dtypes[like]
         self.p.buffers.append(t.nbytes)
         self.p.tensors.append(t)
         return len(self.p.tensors) - 1

@@ -90,7 +90,9 @@ def check_api_symbol(symbol: str) -> str:
 
 
 def _describe(kind: str, k: int, t: IoTensor) -> str:
-    quant = (f", real = {t.scale!r} * (q - {t.zero_point})" if t.dtype != "float32" else "")
+    quant = (f", real = {t.scale!r} * (q - {t.zero_point})" if t.dtype in ("int8", "int16") else
+             ", integer values (PyTorch's int64 or bool input given as int32; bool: 0 or 1)" if t.dtype == "int32"
+             else "")
     torch_order = "" if list(t.perm) == sorted(t.perm) else f" (PyTorch's {list(t.shape)}, dims permuted {list(t.perm)})"
     return f"/* {kind} {k} \"{t.name}\": {t.dtype} {t.layout} {list(t.dims)}{torch_order}{quant}. */\n"
 

@@ -176,9 +176,16 @@ def linear_s16(x: np.ndarray, w: np.ndarray, bias, multiplier, shift, *, act_min
 def _transpose_acc(x: np.ndarray, w: np.ndarray, stride, pad, out_hw) -> np.ndarray:
     """The scatter of a transposed convolution (int64): input pixel (iy, ix)
     adds x * w[:, ky, kx, :] to output pixel (iy * sh - pt + ky, ix * sw - pl
-    + kx) where that lies in out_hw. w: [out_c, kh, kw, in_c]."""
-    n, h, wd, _ = x.shape
-    o, kh, kw, _ = w.shape
+    + kx) where that lies in out_hw. w: [out_c, kh, kw, in_c / groups]:
+    grouped, output channel c of group c // (out_c / groups) reads that
+    group's in_c / groups input channels (PyTorch's groups)."""
+    n, h, wd, cin = x.shape
+    o, kh, kw, gc = w.shape
+    if gc != cin:
+        groups = cin // gc
+        ocg = o // groups
+        return np.concatenate([_transpose_acc(x[..., g * gc:(g + 1) * gc], w[g * ocg:(g + 1) * ocg], stride, pad,
+                                              out_hw) for g in range(groups)], axis=3)
     (sh, sw), (pt, pl), (oh, ow) = stride, pad, out_hw
     acc = np.zeros((n, oh, ow, o), dtype=np.int64)
     for ky in range(kh):
@@ -290,8 +297,11 @@ def _transpose_conv_f32(a, p, outs):
     output (zeros where it reaches past the full result), plus the bias."""
     import torch.nn.functional as F
 
-    w = t(a[1]).permute(3, 0, 1, 2)  # [out_c, kh, kw, in_c] -> [in_c, out_c, kh, kw]
-    full = F.conv_transpose2d(nchw(a[0]), w, None, (p["stride_h"], p["stride_w"]))
+    o, kh, kw, gc = a[1].shape
+    groups = a[0].shape[3] // gc
+    # [out_c, kh, kw, in_c / groups] -> [in_c, out_c / groups, kh, kw]
+    w = t(a[1]).reshape(groups, o // groups, kh, kw, gc).permute(0, 4, 1, 2, 3).reshape(groups * gc, o // groups, kh, kw)
+    full = F.conv_transpose2d(nchw(a[0]), w, None, (p["stride_h"], p["stride_w"]), groups=groups)
     oh, ow = outs[0]["dims"][1:3]
     pt, pl = p["pad_top"], p["pad_left"]
     y = F.pad(full, (-pl, ow + pl - full.shape[3], -pt, oh + pt - full.shape[2]))

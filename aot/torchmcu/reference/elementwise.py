@@ -274,7 +274,26 @@ def _hardswish_f32(x):
     return F.hardswish(x)
 
 
+def masked_fill(x: np.ndarray, mask: np.ndarray, value: Any) -> np.ndarray:
+    """MASKED_FILL: value where the (broadcast) mask is nonzero, else x; an
+    integer x takes value as a raw value at its quantization."""
+    x = np.asarray(x)
+    return np.where(np.asarray(mask) != 0, np.asarray(value, x.dtype), x).astype(x.dtype)
+
+
+COMPARE_OPS = (np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal)
+
+
+def compare(a: np.ndarray, b: np.ndarray, op: int) -> np.ndarray:
+    """COMPARE: a op b as U8 (1 or 0), broadcast; CompareParams.op indexes COMPARE_OPS."""
+    with np.errstate(invalid="ignore"):
+        return COMPARE_OPS[op](np.asarray(a), np.asarray(b)).astype(np.uint8)
+
+
 OPS: dict[str, Callable[[list, dict, list], Any]] = {
+    "MASKED_FILL": lambda a, p, outs: masked_fill(
+        a[0], a[1], np.float32(p.get("value", 0.0)) if a[0].dtype == np.float32 else p.get("qvalue", 0)),
+    "COMPARE": lambda a, p, outs: compare(a[0], a[1], p.get("op", 0)),
     "QUANTIZE_S8": lambda a, p, outs: quantize(a[0], outs[0]["scale"], outs[0]["zero_point"]),
     "QUANTIZE_S16": lambda a, p, outs: quantize_s16(a[0], outs[0]["scale"], outs[0]["zero_point"]),
     "ADD_S8": lambda a, p, outs: add(a[0], a[1], p),

@@ -22,7 +22,20 @@ def strided_slice(x: np.ndarray, begin, step, out_dims) -> np.ndarray:
     return x[np.ix_(*index)]
 
 
+def gather(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The GATHER op (any dtype): table rows by id, zeros for an id outside
+    the table; [count, cols]."""
+    table = np.asarray(table)
+    table = table.reshape(table.shape[0], -1)
+    ids = np.asarray(ids, np.int64).reshape(-1)
+    ok = (ids >= 0) & (ids < table.shape[0])
+    out = table[np.where(ok, ids, 0)]
+    out[~ok] = 0
+    return out
+
+
 OPS: dict[str, Callable[[list, dict, list], Any]] = {
+    "GATHER": lambda a, p, outs: gather(a[0], a[1]).reshape(outs[0]["dims"]),
     "PERMUTE": lambda a, p, outs: np.transpose(a[0], p["perm"]),
     "CONCAT": lambda a, p, outs: np.concatenate([x for x in a], p["axis"]),
     "COPY": lambda a, p, outs: a[0],

@@ -88,7 +88,7 @@ def io_blob(samples: list[list[np.ndarray]], profile: bool = False, repeat: int 
     """The io blob: header, then each sample's inputs back to back, each in
     its own dtype (float32 unless the program takes int8). `repeat` runs the
     load, the profile and the first sample that many times (mean figures)."""
-    payload = b"".join(np.ascontiguousarray(x if x.dtype == np.int8 else x.astype("<f4")).tobytes()
+    payload = b"".join(np.ascontiguousarray(x if x.dtype in (np.int8, np.int32) else x.astype("<f4")).tobytes()
                        for s in samples for x in s)
     per = len(payload) // len(samples) if samples else 0
     header = b"TMIO" + struct.pack("<IIIII", IO_VERSION, len(samples), per, FLAG_PROFILE if profile else 0,
@@ -162,6 +162,8 @@ def program_samples(meta: dict[str, Any], samples: list[list[np.ndarray]]) -> li
     def convert(x: np.ndarray, m: dict[str, Any]) -> np.ndarray:
         if m.get("dtype") == "int8" and x.dtype != np.int8:
             x = ref.quantize(x, m["scale"], m["zero_point"])
+        if m.get("dtype") == "int32":  # an integer or bool input (PyTorch's int64 / bool)
+            x = np.asarray(x).astype(np.int32)
         return to_program(x, m)
     return [[convert(x, m) for x, m in zip(s, meta["inputs"])] for s in samples]
 
@@ -190,7 +192,8 @@ def split_samples(meta: dict[str, Any], inputs: list[np.ndarray]) -> list[list[n
     for x, m in zip(inputs, meta["inputs"]):
         shape = tuple(m["shape"])
         x = np.asarray(x)
-        x = x if x.dtype == np.int8 and m.get("dtype") == "int8" else x.astype(np.float32)
+        x = x if x.dtype == np.int8 and m.get("dtype") == "int8" else \
+            x.astype(np.int32) if m.get("dtype") == "int32" else x.astype(np.float32)
         if x.shape == shape:
             x = x[None]
         elif x.shape[1:] != shape:
@@ -306,9 +309,18 @@ def _run_exported(ep: Any, out_dir: str | Path, samples: list[list[np.ndarray]],
     # A streaming model's state (compile state=...): zeros, then each sample's new state feeds the next.
     state = load_meta(out_dir).get("state") or []
     carried = {s["input"]: torch.zeros(s["shape"], dtype=dtype) for s in state}
+    user = set(ep.graph_signature.user_inputs)
+    kinds = [n.meta["val"].dtype for n in ep.graph.nodes if n.op == "placeholder" and n.name in user]
+
+    def to_torch(x: np.ndarray, k: int) -> Any:
+        # a copy: a model that mutates its input in place (x.tanh_()) must not change the samples;
+        # integer and bool inputs (int32 in the program) as the model's own dtype
+        x = torch.from_numpy(np.array(x, copy=True))
+        kind = kinds[k] if k < len(kinds) else None
+        return x.to(kind) if kind is not None and not kind.is_floating_point else x.to(dtype)
     with torch.no_grad():
         for s in samples:
-            given = iter(torch.from_numpy(np.ascontiguousarray(x)).to(dtype) for x in s)
+            given = iter(to_torch(x, k) for k, x in enumerate(s))
             args = [carried[k] if k in carried else next(given) for k in range(len(s) + len(carried))]
             r = torch.utils._pytree.tree_leaves(module(*args))  # nested tuples (an LSTM's (y, (h, c))) flattened
             for st in state:

@@ -28,7 +28,7 @@ cmsis_nn_transpose_conv_params transpose_params(const schema::QuantConv2dArgs& a
 // convolution path pads by kernel - 1 - padding) and an output no larger
 // than the full result (the scatter path's rolling buffer holds only that).
 bool covered(const schema::QuantConv2dArgs& a) {
-  if (!shapes_fit(a) || a.pad_top >= a.w[1] || a.pad_left >= a.w[2]) return false;
+  if (!shapes_fit(a) || a.w[3] != a.x[3] || a.pad_top >= a.w[1] || a.pad_left >= a.w[2]) return false;  // groups 1
   const int64_t full_h = (int64_t(a.x[1]) - 1) * a.stride_h + a.w[1];
   const int64_t full_w = (int64_t(a.x[2]) - 1) * a.stride_w + a.w[2];
   return a.y[1] + a.pad_top <= full_h && a.y[2] + a.pad_left <= full_w && fits_u16(a.x[1] * a.stride_h) &&

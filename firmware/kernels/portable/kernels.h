@@ -71,6 +71,8 @@ extern const Kernel kSubS8;
 extern const Kernel kSubS16;
 extern const Kernel kDivF32;
 extern const Kernel kDivS8;
+extern const Kernel kMaskedFill;
+extern const Kernel kCompare;
 
 // reduce
 extern const Kernel kMeanF32;
@@ -90,6 +92,7 @@ extern const Kernel kConcat;
 extern const Kernel kCopy;
 extern const Kernel kPad;
 extern const Kernel kSlice;
+extern const Kernel kGather;
 
 // activations
 extern const Kernel kActivationF32;
@@ -147,6 +150,7 @@ constexpr uint32_t kSubS8 = 0x3u;
 constexpr uint32_t kSubS16 = 0x3u;
 constexpr uint32_t kDivF32 = 0x3u;
 constexpr uint32_t kDivS8 = 0x3u;
+constexpr uint32_t kMaskedFill = 0x1u;
 }  // namespace inplace
 
 }  // namespace portable

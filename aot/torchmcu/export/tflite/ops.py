@@ -130,17 +130,47 @@ class ConvOps(ExporterBase):
             act, bounds = self.fused_act(p["act_min"], p["act_max"], op["outputs"][0])
             dtype = "int16" if wide else "int8"
 
-        def emit(target: int) -> None:
+        def one(x: int, wq: int, bias: int, target: int, channels: int) -> None:
+            shape, sized = [*full[:3], channels], [*o_dims[:3], channels]
             y = target
             if full != o_dims:
                 y = self.like(target, "uncropped")
-                self.w._tensors[y]["shape"] = full
-            self.w.add_op("TRANSPOSE_CONV", [self.int_vector("output_shape", full), wq, ins[0], bias], [y],
+                self.w._tensors[y]["shape"] = shape
+            self.w.add_op("TRANSPOSE_CONV", [self.int_vector("output_shape", shape), wq, x, bias], [y],
                           dict(padding=padding, stride_h=st[0], stride_w=st[1], fused_activation_function=act))
             if full != o_dims:
                 self.w.add_op("SLICE", [y, self.int_vector("begin", [0, pad[0], pad[1], 0]),
-                                        self.int_vector("size", o_dims)], [target])
-        self.with_clamp(emit, out, bounds, dtype)
+                                        self.int_vector("size", sized)], [target])
+
+        x_dims = P.tensors[xt]["dims"]
+        groups = x_dims[3] // w.shape[3]
+        if groups == 1:
+            self.with_clamp(lambda target: one(ins[0], wq, bias, target, o_dims[3]), out, bounds, dtype)
+            return
+        # Grouped (TFLite's TRANSPOSE_CONV has one group): SPLIT along the channels, one
+        # TRANSPOSE_CONV per group (its slice of the weights, bias and scales), CONCATENATION.
+        per, name = w.shape[0] // groups, P.tensors[wt]["name"]
+        parts = [self.like(ins[0], f"group{g}") for g in range(groups)]
+        for part in parts:
+            self.w._tensors[part]["shape"] = [*self.w._tensors[ins[0]]["shape"][:3], w.shape[3]]
+        self.w.add_op("SPLIT", [self.int_vector("axis", [3]), ins[0]], parts, dict(num_splits=groups))
+        outs = []
+        for g, part in enumerate(parts):
+            sl = slice(g * per, (g + 1) * per)
+            if kind == "f32":
+                wg = self.const_tensor(f"{name}_g{g}", w[sl], "float32")
+                bg = -1 if bt < 0 else self.const_tensor(f"{name}_bias_g{g}", P.const(bt)[sl], "float32")
+            else:
+                wg = self.const_tensor(f"{name}_g{g}", w[sl], "int8", s_w[sl], [0] * per, 0)
+                bg = -1 if bt < 0 else self.const_tensor(
+                    f"{name}_bias_g{g}", P.const(bt)[sl].astype(np.int64 if wide else np.int32),
+                    "int64" if wide else "int32", _f32(s_in) * s_w[sl].astype(np.float64), [0] * per, 0)
+            y = self.like(out, f"group{g}")
+            self.w._tensors[y]["shape"] = [*o_dims[:3], per]
+            one(part, wg, bg, y, per)
+            outs.append(y)
+        self.with_clamp(lambda o: self.w.add_op("CONCATENATION", outs, [o], dict(axis=3, fused_activation_function="NONE")),
+                        out, bounds, dtype)
     @staticmethod
     def _float_bounds(p: dict) -> tuple:
         lo, hi = float(p.get("act_min", -math.inf)), float(p.get("act_max", math.inf))

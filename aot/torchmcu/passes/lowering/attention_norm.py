@@ -90,8 +90,8 @@ def scaled_dot_product_attention(cv, q, k, v, attn_mask=None, dropout_p=0.0, is_
 
     if enable_gqa or dropout_p:
         raise cv.fail("attention with grouped-query heads or dropout is not supported")
-    if is_activation(attn_mask):
-        raise cv.fail("an attention mask computed from the inputs is not supported (only a constant mask)")
+    computed = attn_mask if is_activation(attn_mask) else None  # from the inputs (a length, a padding mask)
+    attn_mask = None if computed is not None else attn_mask
     sq, sk, sv = cv.shape(q), cv.shape(k), cv.shape(v)
     scale = 1.0 / math.sqrt(sq[-1]) if scale is None else float(scale)
     mask = None if attn_mask is None else torch.as_tensor(np.asarray(attn_mask))
@@ -104,11 +104,31 @@ def scaled_dot_product_attention(cv, q, k, v, attn_mask=None, dropout_p=0.0, is_
     s = cv.emit("bmm", [_float(q), kt], shape=s_shape)
     if finite is not None:
         s = cv.emit("add", [s, (finite.numpy() / scale).astype(np.float32)], dict(act=(-INF, INF)), shape=s_shape)
+    if computed is not None:
+        s = _computed_mask(cv, s, computed, scale, s_shape)
     ins = [s]
     if masked is not None and bool(masked.any()):
         ins.append(np.ascontiguousarray(np.broadcast_to(masked.numpy(), s_shape)))
     p = cv.emit("softmax", ins, dict(dim=len(s_shape) - 1, beta=scale), shape=s_shape)
     return cv.emit("bmm", [p, _float(v)], shape=tuple(np.broadcast_shapes(batch, sv[:-2])) + (sq[-2], sv[-1]))
+
+
+def _computed_mask(cv, s, mask, scale: float, s_shape: tuple[int, ...]):
+    """Scores with a mask the model computes: a boolean one (True: attend)
+    as -inf where it is False (MASKED_FILL), an additive one added at 1 /
+    scale (the softmax multiplies by scale)."""
+    from .elementwise import COMPARE
+
+    if tuple(np.broadcast_shapes(cv.shape(mask), s_shape)) != tuple(s_shape):
+        raise cv.fail(f"an attention mask of shape {tuple(cv.shape(mask))} for scores {tuple(s_shape)}")
+    if cv.g.dtypes.get(mask) == "U8":
+        excluded = cv.emit("compare", [mask, np.zeros((), np.uint8)], dict(op=COMPARE["eq"]), shape=cv.shape(mask))
+        cv.g.dtypes[excluded] = "U8"
+        return cv.emit("masked_fill", [s, excluded], dict(value=-math.inf), shape=s_shape)
+    if mask in cv.g.dtypes:
+        raise cv.fail(f"an attention mask of dtype {cv.g.dtypes[mask]}: a bool or float mask is supported")
+    add = cv.emit("mul", [mask, np.asarray(1.0 / scale, np.float32)], dict(act=(-INF, INF)), shape=cv.shape(mask))
+    return cv.emit("add", [s, add], dict(act=(-INF, INF), alpha=1.0), shape=s_shape)
 
 
 @F.rule(aten.layer_norm.default)

@@ -91,16 +91,18 @@ def conv1d(cv, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
 
 @F.rule(aten.conv_transpose2d.input, aten.conv_transpose1d.default)
 def conv_transpose(cv, x, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-    """TFLite's TRANSPOSE_CONV: one group, no dilation. The output size
-    (output_padding included) comes from the graph."""
+    """TFLite's TRANSPOSE_CONV, no dilation; groups > 1 as PyTorch's (the
+    kernels read each group's input channels; the .tflite export has one
+    group only). The output size (output_padding included) comes from the
+    graph."""
     x = cv.act(x)
     rank = len(cv.shape(x)) - 2
     if rank not in (1, 2):
         raise cv.fail("only batched 1-D and 2-D transposed convolutions are supported")
     _constant_weights(cv, w, b)
-    if int(groups) != 1:
-        raise cv.fail(f"transposed convolution with groups={groups} is not supported (only groups=1, as "
-                      "TFLite's TRANSPOSE_CONV)")
+    groups = int(groups)
+    if groups < 1 or cv.shape(x)[1] % groups or w.shape[0] != cv.shape(x)[1]:
+        raise cv.fail(f"transposed convolution with groups={groups} of {cv.shape(x)[1]} input channels")
     dil = _spatial(dilation, rank)
     if any(d != 1 for d in dil):
         shown = dil[0] if len(set(dil)) == 1 else dil
@@ -109,7 +111,7 @@ def conv_transpose(cv, x, w, b=None, stride=1, padding=0, output_padding=0, grou
     stride, pad = _spatial(stride, rank), _spatial(padding, rank)
     if rank == 1:
         w, stride, pad = _with_h1(w), (1, *stride), (0, *pad)
-    return cv.emit("conv_transpose2d", [x, w, b], dict(stride=stride, padding=pad, act=(-INF, INF)))
+    return cv.emit("conv_transpose2d", [x, w, b], dict(stride=stride, padding=pad, groups=groups, act=(-INF, INF)))
 
 
 @F.rule(aten.convolution.default)
@@ -342,6 +344,15 @@ def _conv2d_s16(lay, n: Node) -> None:
 
 # -- transposed convolution: weights [in, out, kh, kw] (PyTorch) -> [out, kh, kw, in] (TFLite) ---
 
+def _transposed_weights(w: np.ndarray, groups: int) -> np.ndarray:
+    """PyTorch's [in_c, out_c / groups, kh, kw] as [out_c, kh, kw, in_c / groups]:
+    output channel g * (out_c / groups) + j of group g holds w[g * gc + i, j]."""
+    cin, ocg, kh, kw = w.shape
+    gc = cin // groups
+    return np.ascontiguousarray(
+        w.reshape(groups, gc, ocg, kh, kw).transpose(0, 2, 3, 4, 1).reshape(groups * ocg, kh, kw, gc))
+
+
 def _transposed_macs(lay, n: Node) -> int:
     w = n.inputs[1]
     return int(np.prod(lay.g.shapes[n.inputs[0]])) * int(w.shape[1] * w.shape[2] * w.shape[3])  # type: ignore[union-attr]
@@ -353,8 +364,9 @@ def _conv_transpose_f32(lay, n: Node) -> None:
     w = w.dequantized() if isinstance(w, QConst) else w
     xin = nhwc_in(lay, x, n)
     out = nhwc_out(lay, n)
-    params = {**_conv_params({**n.attrs, "dilation": (1, 1)}), "groups": 1, **act_params(n.attrs["act"])}
-    ins = [xin, lay.constant(f"{n.name}_weight", np.transpose(w, (1, 2, 3, 0)))]
+    groups = n.attrs.get("groups", 1)
+    params = {**_conv_params({**n.attrs, "dilation": (1, 1)}), "groups": groups, **act_params(n.attrs["act"])}
+    ins = [xin, lay.constant(f"{n.name}_weight", _transposed_weights(w, groups))]
     if b is not None:
         ins.append(lay.constant(f"{n.name}_bias", b))
     lay.emit("TRANSPOSE_CONV2D_F32", ins, [out], ("Conv2dParams", params), n, "conv_transpose2d",
@@ -368,8 +380,9 @@ def _conv_transpose_int(lay, n: Node, wide: bool) -> None:
     s_out, zp_out = n.attrs["out_q"]
     xin = nhwc_in(lay, x, n)
     out = nhwc_out(lay, n, like=n.out)
-    cout = w.shape[1]
-    s_w = np.broadcast_to(np.asarray(w.scale, np.float64), (cout,))
+    groups = n.attrs.get("groups", 1)
+    cout = w.shape[1] * groups  # per-channel scales along axis 1: out_c / groups of them, the same each group
+    s_w = np.tile(np.broadcast_to(np.asarray(w.scale, np.float64), (w.shape[1],)), groups)
     mult, shift = reference.conv_requant(s_in, s_w, s_out)
     conv = _conv_params({**n.attrs, "dilation": (1, 1)})
     if wide:
@@ -379,7 +392,7 @@ def _conv_transpose_int(lay, n: Node, wide: bool) -> None:
         lo, hi = act_q(n.attrs["act"], s_out, zp_out)
         code, bias, bdtype, offsets = "TRANSPOSE_CONV2D_S8", bias_q(b, s_in, s_w, cout), "I32", (-zp_in, zp_out)
     params = {**conv, "input_offset": offsets[0], "output_offset": offsets[1], "act_min": lo, "act_max": hi}
-    wt = np.transpose(w.data, (1, 2, 3, 0))
+    wt = _transposed_weights(w.data, groups)
     ins = [xin, _weights(lay, n, wt, "I8", s_w, 0), lay.constant(f"{n.name}_bias", bias, bdtype),
            lay.constant(f"{n.name}_multiplier", mult, "I32"), lay.constant(f"{n.name}_shift", shift, "I32")]
     _scratch(lay, n, ins, code, xin, wt.shape, lay.p.tensors[out].dims, params, itemsize=2 if wide else 1)
@@ -430,7 +443,7 @@ def fold_batch_norm_transposed(g: Graph) -> None:
     for n in g.nodes:
         p = producer.get(n.inputs[0]) if n.op == "batch_norm" else None  # type: ignore[arg-type]
         if (p is None or p.op != "conv_transpose2d" or not isinstance(p.inputs[1], np.ndarray)
-                or len(g.users(p.out)) != 1 or g.is_output(p.out)):
+                or p.attrs.get("groups", 1) != 1 or len(g.users(p.out)) != 1 or g.is_output(p.out)):
             keep.append(n)
             continue
         _, weight, bias, mean, var = n.inputs

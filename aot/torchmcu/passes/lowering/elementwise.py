@@ -82,6 +82,123 @@ F.rule(aten.maximum.default)(_binary("maximum"))
 F.rule(aten.minimum.default)(_binary("minimum"))
 
 
+def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+
+
+@F.rule(aten.clamp.Tensor)
+def clamp_tensor(cv, x, lo=None, hi=None):
+    """clamp with tensor bounds (broadcast): minimum(maximum(x, lo), hi), as
+    PyTorch defines it (a bound above the other gives hi)."""
+    if not is_activation(x):  # clamp(constant, bound activations): a maximum / minimum commutes
+        x = _value(x)
+    for op, bound in (("maximum", lo), ("minimum", hi)):
+        if bound is None:
+            continue
+        shape = _broadcast(cv.shape(x), cv.shape(bound if is_activation(bound) else _value(bound)))
+        a, b = (x, bound) if is_activation(x) else (bound, x)
+        x = cv.emit(op, [cv.act(a), b if is_activation(b) else _value(b)], dict(act=(-INF, INF)), shape=shape)
+    if not is_activation(x):
+        raise cv.fail("clamp of a constant by constant bounds")  # folded by the converter; never here
+    return x
+
+
+@F.rule(aten.clamp_min.Tensor)
+def clamp_min_tensor(cv, x, lo):
+    return clamp_tensor(cv, x, lo, None)
+
+
+@F.rule(aten.clamp_max.Tensor)
+def clamp_max_tensor(cv, x, hi):
+    return clamp_tensor(cv, x, None, hi)
+
+
+# -- masks: comparisons (bool values, U8 in the program) and masked_fill ---------------------------
+
+COMPARE = {"lt": 0, "le": 1, "gt": 2, "ge": 3, "eq": 4, "ne": 5}
+SWAPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}  # b op a == a SWAPPED[op] b
+NP_OF = {"F32": np.float32, "I32": np.int32, "U8": np.uint8}
+
+
+def _compare(name: str):
+    def convert(cv, a, b):
+        op = name
+        if not is_activation(a):
+            a, b, op = b, a, SWAPPED[op]
+        a = cv.act(a)
+        dtype = cv.g.dtypes.get(a, "F32")
+        if is_activation(b):
+            if cv.g.dtypes.get(b, "F32") != dtype:
+                raise cv.fail(f"comparison of a {dtype} and a {cv.g.dtypes.get(b, 'F32')} tensor")
+            bshape = cv.shape(b)
+        else:
+            value = np.asarray(_value(b))
+            if dtype != "F32" and np.any(value != np.round(value)):  # int < 2.5: the bound rounded so
+                raise cv.fail(f"comparison of an integer tensor with a fraction ({value})")
+            b = value.astype(NP_OF[dtype])
+            bshape = b.shape
+        out = cv.emit("compare", [a, b], dict(op=COMPARE[op]), shape=_broadcast(cv.shape(a), bshape))
+        cv.g.dtypes[out] = "U8"
+        return out
+    return convert
+
+
+for _name in COMPARE:
+    F.rule(getattr(aten, _name).Scalar, getattr(aten, _name).Tensor)(_compare(_name))
+
+
+def _mask(cv, m):
+    """A boolean mask: a bool value of the graph, or a constant (as uint8)."""
+    if is_activation(m):
+        if cv.g.dtypes.get(m) == "I32":  # a bool model input (int32 in the program): != 0
+            out = cv.emit("compare", [m, np.zeros((), np.int32)], dict(op=COMPARE["ne"]), shape=cv.shape(m))
+            cv.g.dtypes[out] = "U8"
+            return out
+        if cv.g.dtypes.get(m) != "U8":
+            raise cv.fail("the mask must be a boolean tensor")
+        return m
+    return np.asarray(const(m)).astype(bool).astype(np.uint8)
+
+
+@F.rule(aten.logical_not.default, aten.bitwise_not.default)
+def logical_not(cv, m):
+    m = _mask(cv, cv.act(m))
+    out = cv.emit("compare", [m, np.zeros((), np.uint8)], dict(op=COMPARE["eq"]), shape=cv.shape(m))
+    cv.g.dtypes[out] = "U8"
+    return out
+
+
+@F.rule(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def masked_fill(cv, x, mask, value):
+    """x.masked_fill(mask, value): one op reading x and the mask (a boolean
+    constant, input or comparison), at x's quantization in an integer program."""
+    m = _mask(cv, mask)
+    if not is_activation(x):  # a constant filled where a computed mask says (a float attention mask)
+        x = np.ascontiguousarray(np.broadcast_to(_value(x), _broadcast(cv.shape(x), cv.shape(m))), np.float32)
+        if not is_activation(m):
+            raise cv.fail("masked_fill of a constant by a constant mask")  # folded by the converter; never here
+    shape = cv.shape(x)
+    if _broadcast(shape, cv.shape(m)) != tuple(shape):
+        raise cv.fail(f"masked_fill of a {tuple(shape)} tensor by a {tuple(cv.shape(m))} mask: the mask must "
+                      "broadcast to the tensor")
+    value = float(np.asarray(_value(value)).reshape(()))
+    if not is_activation(m) and not m.any():
+        return x
+    return cv.emit("masked_fill", [x, m], dict(value=value))
+
+
+@F.rule(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther)
+def where(cv, cond, a, b):
+    """torch.where(cond, a, b) with one of a, b a scalar: a masked_fill."""
+    scalar = [not is_activation(v) and np.asarray(_value(v)).size == 1 for v in (a, b)]
+    if is_activation(b) and scalar[0]:
+        return masked_fill(cv, b, cond, a)
+    if is_activation(a) and scalar[1]:
+        return masked_fill(cv, a, logical_not(cv, cond) if is_activation(cond) else
+                           np.logical_not(const(cond)), b)
+    raise cv.fail("torch.where of two tensors is not supported (one of them a scalar is: a masked_fill)")
+
+
 def _add_sub(cv, op: str, a, b, alpha=1):
     """a + alpha * b (op "add") or a - alpha * b ("sub"): a constant b takes
     alpha (and sub's sign) into its values; two activations keep alpha."""
@@ -144,11 +261,6 @@ def dequantize(cv, x, scale, zero_point, qmin, qmax, dtype, **kw):
 
 # -- which instances have integer kernels ------------------------------------------------------
 
-def _two_activations(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
-    """Both operands activations (a constant operand runs in float)."""
-    return all(isinstance(i, int) for i in n.inputs)
-
-
 def _float_constants(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
     """Activations, or float constants (quantized when lowered, TFLite's way)."""
     return all(isinstance(i, (int, np.ndarray)) for i in n.inputs)
@@ -156,8 +268,10 @@ def _float_constants(g: Graph, n: Node, in_q: list, out_q: tuple) -> bool:
 
 F.int8("add", "sub", "mul", "div")(_float_constants)
 F.int16("add", "sub", "mul")(_float_constants)
-F.int8("maximum", "minimum", shared=True)(_two_activations)
+F.int8("maximum", "minimum", shared=True)(_float_constants)  # a constant at the shared quantization
 F.int8("clamp", shared=True)(always)
+F.int8("masked_fill", shared=True)(always)  # the filled value quantized at x's quantization
+F.int16("masked_fill", shared=True)(always)
 F.int8("sigmoid", "tanh", "hardswish")(always)
 
 
@@ -208,27 +322,74 @@ def _binary_f32(lay, n: Node) -> None:
 def _binary_s8(lay, n: Node) -> None:
     shape = lay.g.shapes[n.out]
     order = order_of(lay, n)
-    (ain, s1, z1), (bin_, s2, z2) = (operands.operand_q(lay, n, k, len(shape), order, 8) for k in (0, 1))
     s_out, zp_out = n.attrs["out_q"]
+    op = n.op[1:]
+    if op in ("maximum", "minimum"):  # one quantization in and out: the raw values (a constant at it)
+        ain, bin_ = (operands.operand_at(lay, n, k, len(shape), order, (s_out, zp_out)) for k in (0, 1))
+        out = lay.activation(n.name, tuple(shape[d] for d in order), like=n.out)
+        lay.emit(f"{op.upper()}_S8", [ain, bin_], [out], None, n, op)
+        lay.val[n.out] = (out, order)
+        return
+    (ain, s1, z1), (bin_, s2, z2) = (operands.operand_q(lay, n, k, len(shape), order, 8) for k in (0, 1))
     lo, hi = act_q(n.attrs["act"], s_out, zp_out)
     out = lay.activation(n.name, tuple(shape[d] for d in order), like=n.out)
-    op = n.op[1:]
-    if op in ("maximum", "minimum"):  # one quantization in and out: the raw values
-        lay.emit(f"{op.upper()}_S8", [ain, bin_], [out], None, n, op)
+    if op in ("add", "sub"):
+        code, factor = _alpha_code(n)
+        table = "QuantAddParams"
+        make = reference.add_params if code == "ADD" else reference.sub_params
+        params = make(s1, z1, s2 * factor, z2, s_out, zp_out, lo, hi)
+    elif op == "mul":
+        code, table = "MUL", "QuantMulParams"
+        params = reference.mul_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
     else:
-        if op in ("add", "sub"):
-            code, factor = _alpha_code(n)
-            table = "QuantAddParams"
-            make = reference.add_params if code == "ADD" else reference.sub_params
-            params = make(s1, z1, s2 * factor, z2, s_out, zp_out, lo, hi)
-        elif op == "mul":
-            code, table = "MUL", "QuantMulParams"
-            params = reference.mul_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
-        else:
-            code, table = "DIV", "QuantDivParams"
-            params = reference.div_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
-        lay.emit(f"{code}_S8", [ain, bin_], [out], (table, {k: int(v) for k, v in params.items()}), n, op)
+        code, table = "DIV", "QuantDivParams"
+        params = reference.div_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
+    lay.emit(f"{code}_S8", [ain, bin_], [out], (table, {k: int(v) for k, v in params.items()}), n, op)
     lay.val[n.out] = (out, order)
+
+
+@F.lower("compare")
+def _compare_op(lay, n: Node) -> None:
+    shape = lay.g.shapes[n.out]
+    rank, order = len(shape), order_of(lay, n)
+    dtype = next(lay.g.dtypes.get(v, "F32") for v in n.inputs if isinstance(v, int))
+    ins = [operands.activation(lay, v, rank, order, n) if isinstance(v, int) else
+           lay.constant(f"{n.name}_c{k}", operands.at_rank(np.asarray(v, NP_OF[dtype]), rank, order), dtype)
+           for k, v in enumerate(n.inputs)]
+    out = lay.activation(n.name, tuple(shape[d] for d in order), like=n.out)
+    lay.emit("COMPARE", ins, [out], ("CompareParams", {"op": int(n.attrs["op"])}), n, "compare")
+    lay.val[n.out] = (out, order)
+
+
+def _masked_fill_op(lay, n: Node, qvalue: int) -> None:
+    x, m = n.inputs
+    shape = lay.g.shapes[n.out]
+    rank = len(shape)
+    order = lay.val[x][1] if isinstance(x, int) else order_of(lay, n)
+    xin = lay.get(x, order, n) if isinstance(x, int) else lay.constant(f"{n.name}_x", operands.at_rank(x, rank, order))
+    mask = operands.activation(lay, m, rank, order, n) if isinstance(m, int) else \
+        lay.constant(f"{n.name}_mask", operands.at_rank(m, rank, order), "U8")
+    out = lay.activation(n.name, tuple(shape[d] for d in order), like=n.out)
+    lay.emit("MASKED_FILL", [xin, mask], [out], ("MaskedFillParams", {"value": float(n.attrs["value"]),
+                                                                      "qvalue": int(qvalue)}), n, "masked_fill")
+    lay.val[n.out] = (out, order)
+
+
+@F.lower("masked_fill")
+def _masked_fill_f32(lay, n: Node) -> None:
+    _masked_fill_op(lay, n, 0)
+
+
+@F.lower("qmasked_fill")
+def _masked_fill_s8(lay, n: Node) -> None:
+    s, zp = n.attrs["out_q"]
+    _masked_fill_op(lay, n, int(reference.quantize(np.float32(n.attrs["value"]), s, zp)))
+
+
+@F.lower16("qmasked_fill")
+def _masked_fill_s16(lay, n: Node) -> None:
+    s, zp = n.attrs["out_q"]
+    _masked_fill_op(lay, n, int(reference.quantize_s16(np.float32(n.attrs["value"]), s, zp)))
 
 
 @F.lower16("qadd", "qsub", "qmul")

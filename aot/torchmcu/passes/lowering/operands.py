@@ -81,3 +81,16 @@ def operand_q(lay, n: Node, k: int, rank: int, order: tuple[int, ...], bits: int
         s, zp = n.attrs["in_q"][acts.index(v)]
         return activation(lay, v, rank, order, n), s, zp
     return quantized_constant(lay, f"{n.name}_c{k}", np.asarray(v), bits, rank, order)
+
+
+def operand_at(lay, n: Node, k: int, rank: int, order: tuple[int, ...], q: tuple[float, int]) -> int:
+    """Input k of an int8 op whose inputs and output share quantization q: an
+    activation (at q already), or a float constant quantized at q (clamped
+    to int8: a bound beyond q's range clamps as the float op would)."""
+    v = n.inputs[k]
+    if isinstance(v, int):
+        return activation(lay, v, rank, order, n)
+    data = reference.quantize(np.asarray(v, np.float32), q[0], q[1])
+    tid = lay.constant(f"{n.name}_c{k}", at_rank(data, rank, order), "I8")
+    lay.p.tensors[tid].scale, lay.p.tensors[tid].zero_point = q
+    return tid

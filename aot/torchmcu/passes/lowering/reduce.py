@@ -14,12 +14,14 @@ twin: reference/reduce.py. The int8 softmax takes the exponentials of its
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
 from ... import reference
 from ...frontend import attention
-from ..graph import INF, Graph, Node, dim
+from ..graph import INF, Graph, Node, dim, is_activation
 from .family import Family, always
 from .helpers import act_params, act_q, act_q16
 
@@ -52,7 +54,22 @@ def attention_softmax(cv, x, beta=1.0, mask=None):
     """softmax(beta * x) over the last axis, entries where `mask` holds left
     out (frontend/attention.py)."""
     ins = [cv.act(x)]
-    if mask is not None:
+    if is_activation(mask):  # computed from the inputs (a length, a padding mask): True = left out
+        shape, ms = tuple(cv.shape(x)), tuple(cv.shape(mask))
+        if cv.g.dtypes.get(mask) != "U8" or len(ms) > len(shape) or \
+                tuple(np.broadcast_shapes(ms, shape)) != shape:
+            raise cv.fail(f"an attention mask of shape {ms} computed from the inputs for scores {shape}: "
+                          "a bool mask that broadcasts to them is supported")
+        full = (1,) * (len(shape) - len(ms)) + ms
+        if any(d != 1 for d in full[:-2]) or full[-1] != shape[-1]:
+            # per batch or head (or broadcast over keys): the mask repeated to the scores' shape
+            if full != ms:
+                mask = cv.emit("reshape", [mask], shape=full)
+            mask = cv.emit("slice", [mask], dict(begin=(0,) * len(shape),
+                                                 step=tuple(0 if f == 1 and d != 1 else 1 for f, d in zip(full, shape))),
+                           shape=shape)
+        ins.append(mask)
+    elif mask is not None:
         m = np.broadcast_to(np.asarray(mask, bool), cv.shape(x))
         if m.any():
             ins.append(np.ascontiguousarray(m))
@@ -169,6 +186,13 @@ def _last_axis(lay, n: Node) -> tuple[int, tuple[int, ...]]:
 def _mask(lay, n: Node, order: tuple[int, ...], dtype: str = "U8") -> int:
     """The softmax mask in the input's physical order as [mask_rows, cols]:
     the fewest leading rows whose repetition is the whole mask."""
+    if isinstance(n.inputs[1], int):  # computed (attention_softmax): [1 or queries, keys], repeated over the rest
+        v = n.inputs[1]
+        shape = lay.g.shapes[v]
+        if tuple(order) != tuple(range(len(order))):
+            raise lay.fail(n, "a computed attention mask over scores laid out in another order")
+        rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
+        return lay.alias(lay.get(v, tuple(range(len(shape))), n), (rows, shape[-1]))
     m = np.transpose(np.asarray(n.inputs[1], bool), order)
     full = m.reshape(-1, m.shape[-1])
     rows = full.shape[0]
@@ -191,7 +215,15 @@ def _softmax_f32(lay, n: Node) -> None:
         c = lay.const_operand(np.float32(beta), rank, perm, f"{n.name}_beta")
         lay.emit("MUL_F32", [tid, c], [scaled], ("BinaryParams", act_params((-INF, INF))), n, "mul")
         tid = scaled
-    if len(n.inputs) > 1:
+    if len(n.inputs) > 1 and isinstance(n.inputs[1], int):  # a computed mask: -inf where it holds
+        from . import operands
+
+        masked = lay.activation(f"{n.name}_masked", dims)
+        m = operands.activation(lay, n.inputs[1], rank, perm, n)
+        lay.emit("MASKED_FILL", [tid, m], [masked], ("MaskedFillParams", {"value": -math.inf, "qvalue": 0}), n,
+                 "masked_fill")
+        tid = masked
+    elif len(n.inputs) > 1:
         masked = lay.activation(f"{n.name}_masked", dims)
         bias = np.where(np.asarray(n.inputs[1], bool), -np.inf, 0.0).astype(np.float32)
         c = lay.constant(f"{n.name}_mask", np.ascontiguousarray(np.transpose(bias, perm)))

@@ -236,6 +236,81 @@ def _edge(cv, x, d: int, index: int, count: int):
     return _slice(cv, x, begin, step, shape)
 
 
+@F.rule(aten.slice_scatter.default)
+def slice_scatter(cv, base, src, d=0, start=None, end=None, step=1):
+    """base with base[start:end] along d replaced by src (what an in-place op
+    on a slice, y[:, :4].tanh_(), leaves): a cat of base's two ends and src."""
+    base = cv.act(base)
+    shape = list(cv.shape(base))
+    d = dim(int(d), len(shape))
+    first, count = _range(cv, shape[d], start, end, int(step))
+    if int(step) != 1 and count > 1:
+        raise cv.fail(f"an in-place op on a slice with step {step} (slice_scatter): only step 1 is supported")
+    return _scatter(cv, base, src, d, first, count)
+
+
+@F.rule(aten.select_scatter.default)
+def select_scatter(cv, base, src, d, index):
+    """base with base.select(d, index) replaced by src (an in-place op on x[:, 0])."""
+    base = cv.act(base)
+    shape = list(cv.shape(base))
+    d = dim(int(d), len(shape))
+    i = int(index) + shape[d] if int(index) < 0 else int(index)
+    if not 0 <= i < shape[d]:
+        raise cv.fail(f"index {index} out of range for dim {d} of size {shape[d]}")
+    one = list(shape)
+    one[d] = 1
+    if is_activation(src):
+        src = cv.emit("reshape", [src], shape=tuple(one))
+    else:
+        src = np.asarray(const(src)).reshape(one)
+    return _scatter(cv, base, src, d, i, 1)
+
+
+def _scatter(cv, base, src, d: int, first: int, count: int):
+    shape = list(cv.shape(base))
+    if count == shape[d]:
+        return src if is_activation(src) else np.broadcast_to(const(src), shape).copy()
+    parts = []
+    if first:
+        parts.append(_slice(cv, base, [0] * len(shape), [1] * len(shape),
+                            [first if k == d else s for k, s in enumerate(shape)]))
+    parts.append(src if is_activation(src) else const(src))
+    rest = shape[d] - first - count
+    if rest:
+        parts.append(_slice(cv, base, [first + count if k == d else 0 for k in range(len(shape))], [1] * len(shape),
+                            [rest if k == d else s for k, s in enumerate(shape)]))
+    return cv.emit("cat", parts, dict(dim=d), shape=tuple(shape))
+
+
+@F.rule(aten.embedding.default)
+def embedding(cv, weight, ids, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """nn.Embedding: rows of a constant table by integer ids (an int32 input, or
+    computed from one); the table stays float (a quantized model quantizes the
+    rows after the lookup)."""
+    if is_activation(weight) or not is_activation(ids):
+        raise cv.fail("an embedding of a constant table by ids computed from the inputs is supported")
+    if cv.g.dtypes.get(ids) != "I32":
+        raise cv.fail("embedding ids must be an integer tensor")
+    table = weight.dequantized() if isinstance(weight, QConst) else const(weight)
+    table = np.ascontiguousarray(table, np.float32)
+    if table.ndim != 2:
+        raise cv.fail(f"an embedding table of shape {tuple(table.shape)}: [rows, cols] is supported")
+    return cv.emit("gather", [table, ids])
+
+
+@F.rule(aten.copy.default)
+def copy(cv, dst, src, non_blocking=False):
+    """copy(dst, src): src as dst's shape (what an in-place op on a model
+    input, x.tanh_(), leaves behind when the quantized model is captured)."""
+    if not is_activation(src):
+        raise cv.fail("copy of a constant into an activation is not supported")
+    if tuple(cv.shape(src)) != tuple(cv.shape(dst)):
+        raise cv.fail(f"copy of a {tuple(cv.shape(src))} tensor into a {tuple(cv.shape(dst))} one (broadcasting) "
+                      "is not supported")
+    return src
+
+
 @F.rule(aten.dropout.default, aten.contiguous.default, aten.clone.default, aten.detach.default,
         aten.alias.default, aten.lift_fresh_copy.default)
 def identity_op(cv, x, *rest, **kw):
@@ -249,6 +324,16 @@ F.int16("reshape", "permute", "slice", shared=True)(always)
 
 
 # -- logical -> program ops --------------------------------------------------------------------
+
+@F.lower("gather")
+def _gather(lay, n: Node) -> None:
+    table, ids = n.inputs
+    shape = lay.g.shapes[n.out]
+    count = int(np.prod(shape[:-1], dtype=np.int64))
+    idt = lay.alias(lay.get(ids, tuple(range(len(lay.g.shapes[ids]))), n), (count,))
+    out = lay.activation(n.name, (count, shape[-1]))
+    lay.emit("GATHER", [lay.constant(f"{n.name}_table", table), idt], [out], None, n, "gather")
+    lay.val[n.out] = (lay.alias(out, tuple(shape), n.name), tuple(range(len(shape))))
 
 @F.lower("reshape", "qreshape")
 @F.lower16("qreshape")

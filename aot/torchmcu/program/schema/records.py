@@ -145,6 +145,12 @@ def _recurrent(ins: list, outs: list) -> dict[str, Any]:
     return {"time_steps": x[0], "batch": x[1], "input_size": x[2], "hidden_size": y[2]}
 
 
+def _gather(ins: list, outs: list) -> dict[str, Any]:
+    rows, cols = _rows_cols(ins[0] if ins else None)
+    count, _ = _rows_cols(outs[0] if outs else None)
+    return {"rows": rows, "cols": cols, "count": count}
+
+
 SHAPES: dict[str, Shapes] = {
     "LinearArgs": _linear, "QuantLinearArgs": _linear,
     "Conv2dArgs": _nhwc("x", "w", "y"), "QuantConv2dArgs": _nhwc("x", "w", "y"),
@@ -167,6 +173,11 @@ SHAPES: dict[str, Shapes] = {
     "RecurrentArgs": _recurrent, "QuantLstmArgs": _recurrent, "QuantGruArgs": _recurrent,
     "QuantRnnArgs": _recurrent,
     "GroupNormArgs": _pixels, "QuantGroupNormArgs": _pixels,
+    "MaskedFillArgs": lambda ins, outs: {"x": _dims(ins[0] if ins else None, MAX_RANK),
+                                         "mask": _dims(ins[1] if len(ins) > 1 else None, MAX_RANK),
+                                         "y": _dims(outs[0] if outs else None, MAX_RANK)},
+    "CompareArgs": _binary,
+    "GatherArgs": _gather,
 }
 
 

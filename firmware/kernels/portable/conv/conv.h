@@ -43,10 +43,12 @@ void depthwise_conv2d_f32(const float* in, Shape4 in_shape, const float* w,
 /// Transposed 2-D convolution (TFLite's TRANSPOSE_CONV, PyTorch's
 /// conv_transpose2d cropped at pad_top / pad_left to out_shape): output pixel
 /// (oy, ox) = bias + sum of in[iy][ix] * w[oc][ky][kx] over the taps with
-/// oy = iy * stride_h - pad_top + ky, ox likewise. w: [out_c][kh][kw][in_c];
-/// bias may be null; dilation and groups of p are 1.
+/// oy = iy * stride_h - pad_top + ky, ox likewise. w: [out_c][kh][kw][gc]:
+/// grouped, group g = oc / (out_c / groups) reads input channels g * gc ..
+/// g * gc + gc - 1 (gc = group_channels = in_c / groups; PyTorch's groups).
+/// bias may be null; dilation 1 (p's groups is not read).
 void transpose_conv2d_f32(const float* in, Shape4 in_shape, const float* w, int32_t kernel_h,
-                          int32_t kernel_w, const float* bias, float* out, Shape4 out_shape,
+                          int32_t kernel_w, int32_t group_channels, const float* bias, float* out, Shape4 out_shape,
                           const Conv2dParams& p);
 
 struct QuantConvParams {
@@ -131,9 +133,10 @@ void linear_s4(const int8_t* in, const int8_t* w, const int32_t* bias,
 /// output pixel (oy, ox) sums (x[iy][ix] + input_offset) * w[oc][ky][kx]
 /// over the taps with oy = iy * stride_h - pad_top + ky, ox likewise;
 /// out = clamp(requantize(bias[oc] + sum, multiplier[oc], shift[oc]) +
-/// output_offset). w: [out_c][kh][kw][in_c]; bias may be null; dilation 1.
+/// output_offset). w: [out_c][kh][kw][group_channels], grouped as
+/// transpose_conv2d_f32; bias may be null; dilation 1.
 void transpose_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
-                         int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
+                         int32_t kernel_w, int32_t group_channels, const int32_t* bias, const int32_t* multiplier,
                          const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p);
 
 struct QuantConvS16Params {
@@ -172,7 +175,7 @@ void linear_s16(const int16_t* in, const int8_t* w, const int64_t* bias, const i
 /// transpose_conv2d_s8's sum on int16 x (no offsets) in int64 with an
 /// int64 bias, requantized by requantize_s64 (TFLite's int16x8 TRANSPOSE_CONV).
 void transpose_conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
-                          int32_t kernel_w, const int64_t* bias, const int32_t* multiplier,
+                          int32_t kernel_w, int32_t group_channels, const int64_t* bias, const int32_t* multiplier,
                           const int32_t* shift, int16_t* out, Shape4 out_shape, const QuantConvS16Params& p);
 
 }  // namespace portable

@@ -371,13 +371,15 @@ TMCU_INLINE bool transposed(int32_t in, int32_t out, int32_t k, int32_t stride, 
 }
 
 /// Shapes and geometry shared by every dtype (x, w, y of rank 4 checked by
-/// the caller): w [y channels, kh, kw, x channels].
+/// the caller): w [y channels, kh, kw, x channels / groups].
 template <typename A>
 Error transpose_geometry(const OpContext& ctx, const A& a) {
   TMCU_TRY(check::holds4(ctx.input(0), a.x));
   TMCU_TRY(check::holds4(ctx.input(1), a.w));
   TMCU_TRY(check::holds4(ctx.output(0), a.y));
-  TMCU_CHECK(a.x[0] == a.y[0] && a.w[0] == a.y[3] && a.w[3] == a.x[3] && a.dilation_h == 1 &&
+  // grouped (PyTorch's groups): w holds in_c / groups channels, each group out_c / groups outputs
+  TMCU_CHECK(a.x[0] == a.y[0] && a.w[0] == a.y[3] && a.w[3] >= 1 && a.x[3] % a.w[3] == 0 &&
+                 a.y[3] % (a.x[3] / a.w[3]) == 0 && a.dilation_h == 1 &&
                  a.dilation_w == 1 && transposed(a.x[1], a.y[1], a.w[1], a.stride_h, a.pad_top) &&
                  transposed(a.x[2], a.y[2], a.w[2], a.stride_w, a.pad_left),
              Error::InvalidOp);
@@ -389,7 +391,7 @@ Error transpose_f32_check(const OpContext& ctx) {
              Error::InvalidOp);
   const auto& a = ctx.args<schema::Conv2dArgs>();
   TMCU_CHECK(check::is(ctx.input(0), DType::F32, 4) && check::is(ctx.input(1), DType::F32, 4) &&
-                 check::is(ctx.output(0), DType::F32, 4) && a.groups == 1,
+                 check::is(ctx.output(0), DType::F32, 4) && a.w[3] >= 1 && a.groups == a.x[3] / a.w[3],
              Error::InvalidOp);
   TMCU_TRY(transpose_geometry(ctx, a));
   if (ctx.num_inputs() == 3 && OpContext::present(ctx.input(2))) {
@@ -402,7 +404,7 @@ void transpose_f32_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::Conv2dArgs>();
   const float* bias = ctx.num_inputs() == 3 ? ctx.in<const float>(2) : nullptr;
   const Conv2dParams p{a.stride_h, a.stride_w, a.pad_top, a.pad_left, 1, 1, 1, ActRange{a.act_min, a.act_max}};
-  transpose_conv2d_f32(ctx.in<const float>(0), shape4(a.x), ctx.in<const float>(1), a.w[1], a.w[2], bias,
+  transpose_conv2d_f32(ctx.in<const float>(0), shape4(a.x), ctx.in<const float>(1), a.w[1], a.w[2], a.w[3], bias,
                        ctx.out<float>(0), shape4(a.y), p);
 }
 
@@ -438,14 +440,14 @@ Error transpose_q_check(const OpContext& ctx) {
   return Error::Ok;
 }
 
-template <typename T, void (*Fn)(const T*, Shape4, const int8_t*, int32_t, int32_t, const Bias<T>*, const int32_t*,
-                                 const int32_t*, T*, Shape4, const typename ConvQ<T>::Params&)>
+template <typename T, void (*Fn)(const T*, Shape4, const int8_t*, int32_t, int32_t, int32_t, const Bias<T>*,
+                                 const int32_t*, const int32_t*, T*, Shape4, const typename ConvQ<T>::Params&)>
 void transpose_q_run(const OpContext& ctx) {
   const auto& a = ctx.args<schema::QuantConv2dArgs>();
   if (ConvQ<T>::kBounded && !requant_ok(ctx, a.w[0], a.w[0], int64_t(a.w[1]) * a.w[2] * a.w[3], kConvTermS8)) {
     return;
   }
-  Fn(ctx.in<const T>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2], ctx.in<const Bias<T>>(2),
+  Fn(ctx.in<const T>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2], a.w[3], ctx.in<const Bias<T>>(2),
      ctx.in<const int32_t>(3), ctx.in<const int32_t>(4), ctx.out<T>(0), shape4(a.y), ConvQ<T>::params(a));
 }
 

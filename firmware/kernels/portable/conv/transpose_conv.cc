@@ -56,9 +56,10 @@ inline float clampf(float v, ActRange a) {
 }  // namespace
 
 void transpose_conv2d_f32(const float* in, Shape4 in_shape, const float* w, int32_t kernel_h,
-                          int32_t kernel_w, const float* bias, float* out, Shape4 out_shape,
+                          int32_t kernel_w, int32_t group_channels, const float* bias, float* out, Shape4 out_shape,
                           const Conv2dParams& p) {
   const int32_t cin = in_shape.c, cout = out_shape.c;
+  const int32_t gc = group_channels, ocg = cout / (cin / gc);  // per group: input, output channels
   const int32_t row = in_shape.w * cin;
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const float* in_n = in + int64_t(n) * in_shape.h * row;
@@ -70,9 +71,9 @@ void transpose_conv2d_f32(const float* in, Shape4 in_shape, const float* w, int3
           float acc = bias ? bias[oc] : 0.0f;
           for (int32_t ky = ty.first, iy = ty.i_first; ky < ty.end; ky += p.stride_h, --iy) {
             for (int32_t kx = tx.first, ix = tx.i_first; kx < tx.end; kx += p.stride_w, --ix) {
-              const float* x = in_n + iy * row + ix * cin;
-              const float* wt = w + ((int64_t(oc) * kernel_h + ky) * kernel_w + kx) * cin;
-              for (int32_t c = 0; c < cin; ++c) acc += x[c] * wt[c];
+              const float* x = in_n + iy * row + ix * cin + (oc / ocg) * gc;
+              const float* wt = w + ((int64_t(oc) * kernel_h + ky) * kernel_w + kx) * gc;
+              for (int32_t c = 0; c < gc; ++c) acc += x[c] * wt[c];
             }
           }
           *out++ = clampf(acc, p.act);
@@ -83,12 +84,13 @@ void transpose_conv2d_f32(const float* in, Shape4 in_shape, const float* w, int3
 }
 
 void transpose_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
-                         int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
+                         int32_t kernel_w, int32_t group_channels, const int32_t* bias, const int32_t* multiplier,
                          const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p) {
   const int32_t cin = in_shape.c, cout = out_shape.c;
+  const int32_t gc = group_channels, ocg = cout / (cin / gc);  // per group: input, output channels
   const int32_t row = in_shape.w * cin;
   const int32_t in_off = p.input_offset;
-  const int32_t w_per_oc = kernel_h * kernel_w * cin;
+  const int32_t w_per_oc = kernel_h * kernel_w * gc;
   const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + int64_t(n) * in_shape.h * row;
@@ -100,10 +102,10 @@ void transpose_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int
         for (int32_t oc = 0; oc < cout; ++oc, w_oc += w_per_oc) {
           int32_t acc = bias ? bias[oc] : 0;
           for (int32_t ky = ty.first, iy = ty.i_first; ky < ty.end; ky += p.stride_h, --iy) {
-            const int8_t* x_row = in_n + iy * row;
-            const int8_t* w_row = w_oc + ky * kernel_w * cin;
+            const int8_t* x_row = in_n + iy * row + (oc / ocg) * gc;
+            const int8_t* w_row = w_oc + ky * kernel_w * gc;
             for (int32_t kx = tx.first, ix = tx.i_first; kx < tx.end; kx += p.stride_w, --ix) {
-              acc = dot_offset(x_row + ix * cin, w_row + kx * cin, cin, in_off, acc);
+              acc = dot_offset(x_row + ix * cin, w_row + kx * gc, gc, in_off, acc);
             }
           }
           *out++ = quant(s8::requantize(acc, multiplier[oc], shift[oc]));
@@ -114,9 +116,10 @@ void transpose_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int
 }
 
 void transpose_conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
-                          int32_t kernel_w, const int64_t* bias, const int32_t* multiplier,
+                          int32_t kernel_w, int32_t group_channels, const int64_t* bias, const int32_t* multiplier,
                           const int32_t* shift, int16_t* out, Shape4 out_shape, const QuantConvS16Params& p) {
   const int32_t cin = in_shape.c, cout = out_shape.c;
+  const int32_t gc = group_channels, ocg = cout / (cin / gc);  // per group: input, output channels
   const int32_t row = in_shape.w * cin;
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int16_t* in_n = in + int64_t(n) * in_shape.h * row;
@@ -128,10 +131,10 @@ void transpose_conv2d_s16(const int16_t* in, Shape4 in_shape, const int8_t* w, i
           int64_t acc = 0;  // |x * w| <= 2^22 per product, summed by 256 in int32
           for (int32_t ky = ty.first, iy = ty.i_first; ky < ty.end; ky += p.stride_h, --iy) {
             for (int32_t kx = tx.first, ix = tx.i_first; kx < tx.end; kx += p.stride_w, --ix) {
-              const int16_t* x = in_n + iy * row + ix * cin;
-              const int8_t* wt = w + ((int64_t(oc) * kernel_h + ky) * kernel_w + kx) * cin;
+              const int16_t* x = in_n + iy * row + ix * cin + (oc / ocg) * gc;
+              const int8_t* wt = w + ((int64_t(oc) * kernel_h + ky) * kernel_w + kx) * gc;
               int32_t part = 0;
-              for (int32_t c = 0; c < cin; ++c) {
+              for (int32_t c = 0; c < gc; ++c) {
                 part += int32_t(x[c]) * wt[c];
                 if ((c & 255) == 255) {
                   acc += part;

@@ -80,6 +80,22 @@ void maximum_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const i
 void minimum_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
                 int8_t* out, const int32_t* out_dims, int32_t rank);
 
+/// out = mask ? value : x (torch.masked_fill), the U8 mask broadcast to x
+/// (dims as add_f32; out_dims == x_dims). Any element type (float, int8 and
+/// int16 raw values at x's quantization). out may alias x.
+template <typename T>
+void masked_fill(const T* x, const int32_t* x_dims, const uint8_t* mask, const int32_t* mask_dims, T value, T* out,
+                 const int32_t* out_dims, int32_t rank);
+
+/// CompareParams.op.
+constexpr int32_t kCompareLt = 0, kCompareLe = 1, kCompareGt = 2, kCompareGe = 3, kCompareEq = 4, kCompareNe = 5;
+
+/// out = (a op b) ? 1 : 0 (U8), broadcasting as add_f32; T float, int32_t or
+/// uint8_t (a NaN compares false but for !=, as PyTorch).
+template <typename T>
+void compare(const T* a, const int32_t* a_dims, const T* b, const int32_t* b_dims, int32_t op, uint8_t* out,
+             const int32_t* out_dims, int32_t rank);
+
 /// out = clamp(round_half_away(in / scale) + zero_point, -128, 127), as TFLite's
 /// AffineQuantize (a float division, std::round).
 void quantize_f32_s8(const float* in, int8_t* out, size_t n, float scale, int32_t zero_point);

@@ -313,8 +313,83 @@ void lut_s8_run(const OpContext& ctx) {
   lut_s8(ctx.in<const int8_t>(0), ctx.out<int8_t>(0), ctx.output(0).nbytes, ctx.in<const int8_t>(1));
 }
 
+// ---- masked_fill (any of F32, I8, I16) and compare (F32, I32, U8 -> U8) ----
+
+Error masked_fill_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) && check::args<schema::MaskedFillArgs>(ctx, OpParams::MaskedFillParams),
+             Error::InvalidOp);
+  const auto& p = ctx.args<schema::MaskedFillArgs>();
+  const Operand& x = ctx.input(0);
+  const Operand& m = ctx.input(1);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK((check::is(x, DType::F32) || is_q<int8_t>(x) || is_q<int16_t>(x)) && check::is(m, DType::U8) &&
+                 check::is(y, x.dtype),
+             Error::InvalidOp);
+  TMCU_TRY(check::holds(x, p.x));
+  TMCU_TRY(check::holds(m, p.mask));
+  TMCU_TRY(check::holds(y, p.y));
+  TMCU_CHECK(check::broadcastable(x, p.x, m, p.mask, y, p.y) && check::same_dims(p.x, p.y, y.rank) &&
+                 (x.dtype != DType::I8 || (p.qvalue >= -128 && p.qvalue <= 127)) &&
+                 (x.dtype != DType::I16 || (p.qvalue >= -32768 && p.qvalue <= 32767)),
+             Error::InvalidOp);
+  return Error::Ok;
+}
+
+void masked_fill_run(const OpContext& ctx) {
+  const auto& p = ctx.args<schema::MaskedFillArgs>();
+  const int32_t rank = int32_t(ctx.output(0).rank);
+  const uint8_t* m = ctx.in<const uint8_t>(1);
+  switch (ctx.input(0).dtype) {
+    case DType::F32:
+      masked_fill(ctx.in<const float>(0), p.x, m, p.mask, p.value, ctx.out<float>(0), p.y, rank);
+      break;
+    case DType::I8:
+      masked_fill(ctx.in<const int8_t>(0), p.x, m, p.mask, int8_t(p.qvalue), ctx.out<int8_t>(0), p.y, rank);
+      break;
+    default:
+      masked_fill(ctx.in<const int16_t>(0), p.x, m, p.mask, int16_t(p.qvalue), ctx.out<int16_t>(0), p.y, rank);
+      break;
+  }
+}
+
+Error compare_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) && check::args<schema::CompareArgs>(ctx, OpParams::CompareParams),
+             Error::InvalidOp);
+  const auto& p = ctx.args<schema::CompareArgs>();
+  const Operand& a = ctx.input(0);
+  const Operand& b = ctx.input(1);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK((check::is(a, DType::F32) || check::is(a, DType::I32) || check::is(a, DType::U8)) &&
+                 check::is(b, a.dtype) && check::is(y, DType::U8) && p.op >= kCompareLt && p.op <= kCompareNe,
+             Error::InvalidOp);
+  TMCU_TRY(check::holds(a, p.a));
+  TMCU_TRY(check::holds(b, p.b));
+  TMCU_TRY(check::holds(y, p.y));
+  TMCU_CHECK(check::broadcastable(a, p.a, b, p.b, y, p.y), Error::InvalidOp);
+  return Error::Ok;
+}
+
+void compare_run(const OpContext& ctx) {
+  const auto& p = ctx.args<schema::CompareArgs>();
+  const int32_t rank = int32_t(ctx.output(0).rank);
+  uint8_t* y = ctx.out<uint8_t>(0);
+  switch (ctx.input(0).dtype) {
+    case DType::F32:
+      compare(ctx.in<const float>(0), p.a, ctx.in<const float>(1), p.b, p.op, y, p.y, rank);
+      break;
+    case DType::I32:
+      compare(ctx.in<const int32_t>(0), p.a, ctx.in<const int32_t>(1), p.b, p.op, y, p.y, rank);
+      break;
+    default:
+      compare(ctx.in<const uint8_t>(0), p.a, ctx.in<const uint8_t>(1), p.b, p.op, y, p.y, rank);
+      break;
+  }
+}
+
 }  // namespace
 
+const Kernel kMaskedFill = {masked_fill_check, masked_fill_run, inplace::kMaskedFill};
+const Kernel kCompare = {compare_check, compare_run};
 const Kernel kClampF32 = {clamp_check, clamp_run, inplace::kClampF32};
 const Kernel kSigmoidF32 = {no_args_unary_check, sigmoid_run, inplace::kSigmoidF32};
 const Kernel kTanhF32 = {no_args_unary_check, tanh_run, inplace::kTanhF32};

@@ -17,7 +17,7 @@ namespace portable {
 namespace {
 
 TMCU_INLINE bool movable(DType t) {
-  return t == DType::F32 || t == DType::I8 || t == DType::I16 || t == DType::I32;
+  return t == DType::F32 || t == DType::I8 || t == DType::I16 || t == DType::I32 || t == DType::U8;
 }
 
 Error slice_check(const OpContext& ctx) {
@@ -202,8 +202,31 @@ void pad_run(const OpContext& ctx) {
       dtype_size(x.dtype));
 }
 
+// GATHER: table [rows, cols] (any movable dtype), ids (I32, count of them) ->
+// y [count, cols] of the table's dtype: row ids[i] of the table (an id out of
+// [0, rows): zeros, as no row; PyTorch raises).
+Error gather_check(const OpContext& ctx) {
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) && check::args<schema::GatherArgs>(ctx, OpParams::NONE), Error::InvalidOp);
+  const auto& a = ctx.args<schema::GatherArgs>();
+  const Operand& table = ctx.input(0);
+  const Operand& ids = ctx.input(1);
+  const Operand& y = ctx.output(0);
+  TMCU_CHECK(movable(table.dtype) && check::is(ids, DType::I32) && check::is(y, table.dtype), Error::InvalidOp);
+  TMCU_TRY(check::holds(table, a.rows, a.cols));
+  TMCU_TRY(check::holds(y, a.count, a.cols));
+  TMCU_CHECK(ids.nbytes == uint32_t(a.count) * 4u, Error::InvalidTensor);
+  return Error::Ok;
+}
+
+void gather_run(const OpContext& ctx) {
+  const auto& a = ctx.args<schema::GatherArgs>();
+  const size_t row = size_t(a.cols) * dtype_size(ctx.input(0).dtype);
+  gather(ctx.data<const void>(ctx.input(0)), a.rows, row, ctx.in<const int32_t>(1), a.count, ctx.out<void>(0));
+}
+
 }  // namespace
 
+const Kernel kGather = {gather_check, gather_run};
 const Kernel kPermute = {permute_check, permute_run};
 const Kernel kConcat = {concat_check, concat_run};
 const Kernel kCopy = {copy_check, copy_run, inplace::kCopy};

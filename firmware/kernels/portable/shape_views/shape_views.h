@@ -29,6 +29,10 @@ void pad(const void* in, const int32_t* in_dims, int32_t rank,
          const int32_t* before, const int32_t* after, const void* value,
          void* out, size_t elem_size);
 
+/// out row i (row_bytes bytes) = table row ids[i], or zeros for an id
+/// outside [0, rows) (GATHER: an embedding lookup).
+void gather(const void* table, int32_t rows, size_t row_bytes, const int32_t* ids, int32_t count, void* out);
+
 }  // namespace portable
 }  // namespace torchmcu
 
