@@ -57,10 +57,12 @@ XFAIL: dict[tuple[str, str | None, str | None], str] = {
     ("efficientvit_m0", "int8", None): "compile exits 3 (internal error): constant folding in passes/convert.py "
     "_fold hands a QConst to aten::select (the selects of the attention-bias table); the int8 constant-folding "
     "fix under way",
-    ("repghostnet_050", "int8", None): "bit-exact with torchmcu's reference, but its SQNR vs float over the 8 "
-    "held-out samples is 10.6 dB against PyTorch's int8 12.2 dB (1.5 dB lost beyond it; every other model is "
-    "within 0.5 dB); cause not yet found: suspected the unfolded RepGhost branches (a batch norm alone on the "
-    "identity path, summed), which automatic re-parameterization (under way) folds away",
+    # Bit-exact with torchmcu's reference, but more than 1 dB below PyTorch's own int8 SQNR over the 8
+    # held-out samples (the others measured are within 0.5 dB). Cause not yet found (not the re-parameterizable
+    # branches alone: mobilenetv3_small_050 has none); to find with a layer-by-layer comparison of
+    # torchmcu's int8 reference and PyTorch's q/dq model.
+    ("repghostnet_050", "int8", None): "int8 SQNR vs float 10.6 dB over 8 samples, PyTorch's int8 12.2 dB",
+    ("mobilenetv3_small_050", "int8", None): "int8 SQNR vs float 12.0 dB over 8 samples, PyTorch's int8 14.4 dB",
 }
 
 # Programs no memory of the board can hold (float32 weights: resnet10t 19.7 MB, mobileone_s0 17.1 MB, beyond
