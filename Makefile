@@ -2,7 +2,7 @@
 #   make setup   Debian packages (toolchain, QEMU, flatc) + the Python venv
 #   make demo    train, compile, build and run the digits MLP in QEMU
 #   make test    the test suite, less the model zoo (under 20 minutes on 2 cores)
-#   make zoo     the model zoo: torchvision CNNs and sequence models in QEMU (CI runs it too)
+#   make zoo     the model zoo: torchvision and timm CNNs, sequence models in QEMU (CI runs it too)
 #   make fuzz    10 minutes of libFuzzer over the loader (clang)
 #   make bench   MLPerf Tiny int8 beside TFLM + CMSIS-NN, the CNN and sequence zoos (RAY=auto|ADDRESS: on Ray)
 #   make pack    the runtime as a CMSIS-Pack: build/pack/torchmcu.runtime.<version>.pack
@@ -14,15 +14,17 @@ STAMP := $(VENV)/.installed
 # torch first and pinned: pip then takes the local CPU wheel, never a newer build.
 PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest scikit-learn tflite-micro tflite matplotlib \
 	xmlschema cmsis-pack-manager cmake ninja pyserial pyyaml ethos-u-vela jsonschema ml-dtypes semver \
-	pytest-xdist pillow ray==2.52.1
+	pytest-xdist pillow ray==2.52.1 huggingface_hub safetensors
 # tosa-tools pins numpy<2.2 and an old flatbuffers; it runs with the numpy above,
 # so it goes in without its pins (its other dependencies are listed above).
 # torchvision 0.28.0 is the release for torch 2.13.0, torchaudio 2.11.0 the newest (it
 # pins no torch); both are CUDA builds whose compiled ops do not load beside the CPU
 # torch: their model definitions import through torchmcu.frontend.compat.
-# silero-vad (with safetensors, which reads its weights) ships trained weights the
-# numerics tests use (tests/test_trained_lstm.py); its own dependencies are not needed.
-PIP_NODEPS := tosa-tools torchvision==0.28.0 torchaudio==2.11.0 silero-vad safetensors
+# timm 1.0.31 (the MCU-class zoo, tests/test_zoo_timm.py) would take torch and torchvision
+# as dependencies: without them; its others (huggingface_hub, safetensors, pyyaml) are above.
+# silero-vad ships trained weights the numerics tests use (tests/test_trained_lstm.py;
+# safetensors, above, reads them); its own dependencies are not needed.
+PIP_NODEPS := tosa-tools torchvision==0.28.0 torchaudio==2.11.0 timm==1.0.31 silero-vad
 
 .PHONY: setup system demo test zoo fuzz bench pack clean
 

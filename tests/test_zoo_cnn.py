@@ -19,9 +19,9 @@ from pathlib import Path
 import sys
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
+from _zoo import figures, sqnr_db
 from conftest import REPO, needs_arm_gcc, needs_qemu
 from torchmcu.builder.firmware import build_firmware
 from torchmcu.compiler import compile
@@ -72,11 +72,6 @@ def zoo() -> Zoo:
     return Zoo()
 
 
-def sqnr_db(got: np.ndarray, ref: np.ndarray) -> float:
-    noise = float(np.sum((got.astype(np.float64) - ref) ** 2))
-    return float("inf") if noise == 0 else 10 * np.log10(float(np.sum(ref.astype(np.float64) ** 2)) / noise)
-
-
 @pytest.mark.parametrize("board", BOARDS)
 @pytest.mark.parametrize("quant", QUANTS)
 @pytest.mark.parametrize("name", [pytest.param(m, marks=pytest.mark.xdist_group(f"zoo_{m}"))
@@ -99,9 +94,7 @@ def test_zoo_model(name: str, quant: str, board: str, zoo: Zoo, tmp_path: Path) 
     expected, tol = runner.expected(tmp_path, runner.split_samples(runner.load_meta(tmp_path), xs))
     mismatch, worst = runner.compare(res.outputs, expected, tol)
     assert mismatch is None, f"{mismatch} (max abs error {worst})"
-    figures = (f"instructions {res.inference_instructions():,}, flash {c.report['flash']['program_bytes']:,} B, "
-               f"activations {c.report['memory']['activation_bytes']:,} B (lower bound "
-               f"{c.report['memory']['lower_bound_bytes']:,} B)")
+    line = figures(c.report, res.inference_instructions())
     if quant == "int8":
         with torch.no_grad():
             ref = model(x).numpy()
@@ -112,8 +105,8 @@ def test_zoo_model(name: str, quant: str, board: str, zoo: Zoo, tmp_path: Path) 
         # firmware must lose no more than PyTorch's int8 does.
         qdq = runner.reference(tmp_path, runner.split_samples(runner.load_meta(tmp_path), xs))[0][0]
         db_torch = sqnr_db(qdq, ref)
-        print(f"\nzoo: {name} {quant} {board}: {figures}, SQNR vs float {db:.1f} dB "
+        print(f"\nzoo: {name} {quant} {board}: {line}, SQNR vs float {db:.1f} dB "
               f"(PyTorch's int8: {db_torch:.1f} dB)")
         assert db > 0 and db >= db_torch - 1.0, f"{name}: int8 SQNR {db:.1f} dB, PyTorch's int8 {db_torch:.1f} dB"
     else:
-        print(f"\nzoo: {name} {quant} {board}: {figures}, max |fw - float64| {worst:.3g}")
+        print(f"\nzoo: {name} {quant} {board}: {line}, max |fw - float64| {worst:.3g}")

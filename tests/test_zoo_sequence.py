@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _zoo import figures, sqnr_db
 from conftest import REPO, needs_arm_gcc, needs_qemu
 from torchmcu.builder.firmware import build_firmware
 from torchmcu.compiler import compile
@@ -56,11 +57,6 @@ SIGNATURE = {
 def _only_when_asked(request):
     if "zoo" not in (request.config.getoption("markexpr") or ""):
         pytest.skip("the sequence zoo runs with -m zoo")
-
-
-def sqnr_db(got: np.ndarray, ref: np.ndarray) -> float:
-    noise = float(np.sum((got.astype(np.float64) - ref) ** 2))
-    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / noise))
 
 
 def _program(name: str, quant: str, model: torch.nn.Module, example: tuple) -> torch.nn.Module:
@@ -111,16 +107,12 @@ def _on_board(name: str, quant: str, board: str, program: torch.nn.Module, held:
     assert (tol is None) == (quant != "float32")  # bit for bit at int8 and a16w8
     mismatch, worst = runner.compare(res.outputs, expected, tol)
     assert mismatch is None, f"{board}: {mismatch} (max abs error {worst})"
-    memory = c.report["memory"]
-    state = memory.get("state") or {}
-    figures = (f"instructions {res.inference_instructions():,}, flash {c.report['flash']['program_bytes']:,} B, "
-               f"activations {memory['activation_bytes']:,} B (lower bound {memory['lower_bound_bytes']:,} B)"
-               + (f", state {state['bytes']:,} B" if state.get("bytes") else ""))
+    line = figures(c.report, res.inference_instructions())
     if qdq is None:
-        print(f"\nzoo: {name} {quant} {board}: {figures}, max |fw - float64| {worst:.3g}")
+        print(f"\nzoo: {name} {quant} {board}: {line}, max |fw - float64| {worst:.3g}")
         return
     db, db_torch = sqnr_db(res.outputs[0].reshape(ref.shape), ref), sqnr_db(qdq, ref)
     # PyTorch's own q/dq model against the float model: what the quantization scheme loses on this
     # random-weight network; the firmware must lose no more than it (1 dB of slack for rounding).
-    print(f"\nzoo: {name} {quant} {board}: {figures}, SQNR vs float {db:.1f} dB (PyTorch's {quant}: {db_torch:.1f} dB)")
+    print(f"\nzoo: {name} {quant} {board}: {line}, SQNR vs float {db:.1f} dB (PyTorch's {quant}: {db_torch:.1f} dB)")
     assert db > 0 and db >= db_torch - 1.0, f"{name} {board}: {quant} SQNR {db:.1f} dB, PyTorch's {db_torch:.1f} dB"
