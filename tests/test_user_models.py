@@ -169,21 +169,14 @@ def assert_tidy(proc: subprocess.CompletedProcess) -> None:
     assert not stray, f"lines on stderr that are not torchmcu's: {stray[:5]}"
 
 
-def compile_or_masked_fill_refusal(models: Path, entry: str, quant: str, marker: str) -> Path | None:
-    """Compiles `entry`; its output directory, or None when it was refused for
-    aten.masked_fill (no rule lowers it yet) in one line at the user's line."""
+def compile_ok(models: Path, entry: str, quant: str) -> Path:
+    """Compiles `entry` in a fresh process: its output directory."""
     out = models / f"{entry}_{quant}"
     proc = cli("compile", f"{models / 'models.py'}:{entry}", "--board", BOARD, "-o", str(out), "--quant", quant)
     assert_tidy(proc)
-    if proc.returncode == 0:
-        assert "wrote" in proc.stdout
-        return out
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    error = proc.stderr[proc.stderr.index("torchmcu: error:"):].splitlines()
-    assert error[0] == "torchmcu: error: unsupported operator: no torchmcu backend lowers it", proc.stderr[-3000:]
-    assert "op: aten.masked_fill.Scalar" in error[1], error
-    assert re.search(rf'models\.py", line {line_of(marker)}, in forward', error[-1]), error  # the user's line
-    return None
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "wrote" in proc.stdout
+    return out
 
 
 def build_and_check(out: Path) -> str:
@@ -240,8 +233,8 @@ EMFORMER = [("emformer", "int8", "LINE_FORWARD"), ("emformer_infer", "float32", 
 
 @needs_torchaudio
 @pytest.mark.parametrize("entry,quant,marker", EMFORMER)
-def test_emformer_compiles_or_names_masked_fill(models: Path, entry: str, quant: str, marker: str) -> None:
-    compile_or_masked_fill_refusal(models, entry, quant, marker)
+def test_emformer_compiles(models: Path, entry: str, quant: str, marker: str) -> None:
+    compile_ok(models, entry, quant)
 
 
 @needs_torchaudio
@@ -250,10 +243,7 @@ def test_emformer_compiles_or_names_masked_fill(models: Path, entry: str, quant:
 @pytest.mark.zoo
 @pytest.mark.parametrize("entry,quant,marker", EMFORMER)
 def test_emformer_runs_in_qemu(models: Path, entry: str, quant: str, marker: str) -> None:
-    out = compile_or_masked_fill_refusal(models, entry, quant, marker)
-    if out is None:
-        pytest.skip("aten.masked_fill has no lowering yet (refused in one line, as checked)")
-    build_and_check(out)
+    build_and_check(compile_ok(models, entry, quant))
 
 
 # ---- what Emformer needed besides, on a small model -------------------------------------------
