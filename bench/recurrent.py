@@ -122,7 +122,10 @@ def markdown(kws: list[dict], sqnr: list[dict]) -> str:
     lines = ["# Recurrent zoo figures (bench/recurrent.py)", "",
              "Instructions per inference are QEMU `-icount shift=0` counts (instructions, not cycles), mean of 4 "
              "runs; the streaming model's are per frame (one invocation). RAM = planned activation arena + the "
-             "streaming model's persistent state (the runtime's own Method object aside). Measured at commit "
+             "streaming model's persistent state (the runtime's own Method object aside). The programs have "
+             "torchmcu's per-channel recurrent weights (the default), which CMSIS-NN's LSTM cannot take: the "
+             "cmsis-nn build runs the portable LSTM (compiled with --recurrent-weights per-gate, TFLite's scheme, "
+             "it runs arm_lstm_unidirectional_s8/_s16). Measured at commit "
              f"{measured_at()}.", "",
              "| model | board | quant | kernels | instructions | arena B | state B | RAM B | program B |",
              "|---|---|---|---|---:|---:|---:|---:|---:|"]
