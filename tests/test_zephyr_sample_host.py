@@ -24,6 +24,27 @@ HELPER = REPO / "zephyr-module" / "scripts" / "torchmcu_zephyr.py"
 KERNEL_H = """#include <stdio.h>
 #define printk printf
 #define KERNEL_VERSION_STRING "0.0.0-host"
+/* The thread API the sample uses: the model thread runs to its end inside k_thread_create. */
+struct k_thread { int unused; };
+typedef void (*k_thread_entry_t)(void *, void *, void *);
+#define K_THREAD_STACK_DEFINE(name, bytes) static char name[bytes]
+#define K_THREAD_STACK_SIZEOF(name) sizeof(name)
+#define K_PRIO_PREEMPT(p) (p)
+#define K_NO_WAIT 0
+#define K_FOREVER (-1)
+#define ARG_UNUSED(x) (void)(x)
+static inline void *k_thread_create(struct k_thread *t, char *stack, size_t size, k_thread_entry_t entry,
+                                    void *p1, void *p2, void *p3, int prio, unsigned options, int delay)
+{
+	(void)stack; (void)size; (void)prio; (void)options; (void)delay;
+	entry(p1, p2, p3);
+	return t;
+}
+static inline int k_thread_join(struct k_thread *t, int timeout) { (void)t; (void)timeout; return 0; }
+"""
+# The figures `torchmcu build` writes into model_stack.h (a host build computes none).
+STACK_H = """#define TMCU_MODEL_STACK_BYTES 4096
+#define TMCU_MODEL_FIRMWARE_STACK_BYTES 4096
 """
 PLATFORM = """#include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +73,7 @@ def test_sample_main_runs_the_c_api_bit_for_bit(tmp_path: Path) -> None:
     (stub / "zephyr" / "kernel.h").write_text(KERNEL_H)
     (stub / "zephyr" / "sys" / "printk.h").write_text("")
     (stub / "zephyr" / "version.h").write_text("")
+    (stub / "model_stack.h").write_text(STACK_H)
     (tmp_path / "platform.c").write_text(PLATFORM)
     flags = ["-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", f"-I{FIRMWARE}",
              f"-I{FIRMWARE / 'include'}", f"-I{out}"]

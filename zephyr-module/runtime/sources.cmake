@@ -36,6 +36,7 @@ set(TORCHMCU_PORTABLE_KERNEL_SOURCES
   kernels/portable/elementwise/binary_s8.cc
   kernels/portable/elementwise/ops_elementwise.cc
   kernels/portable/elementwise/quantize.cc
+  kernels/portable/elementwise/select.cc
   kernels/portable/elementwise/unary_f32.cc
   kernels/portable/pool_resize/ops_pool_resize.cc
   kernels/portable/pool_resize/pool2d_f32.cc
@@ -51,6 +52,7 @@ set(TORCHMCU_PORTABLE_KERNEL_SOURCES
   kernels/portable/reduce/softmax_f32.cc
   kernels/portable/reduce/softmax_s8.cc
   kernels/portable/shape_views/concat.cc
+  kernels/portable/shape_views/gather.cc
   kernels/portable/shape_views/ops_shape_views.cc
   kernels/portable/shape_views/pad.cc
   kernels/portable/shape_views/permute.cc

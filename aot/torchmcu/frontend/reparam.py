@@ -34,6 +34,8 @@ a branch's conv (its module path) applies to it. compile(..., reparam=False)
 
 from __future__ import annotations
 
+import warnings
+
 import dataclasses
 import numbers
 import operator
@@ -346,7 +348,9 @@ class _Rewriter:
         constants = {**{k: v for k, v in self.ep.constants.items() if k not in dropped}, **self.new_constants}
         gm = self.ep.graph_module
         gm.recompile()
-        return self.ep._update(gm, sig, state_dict=state, constants=constants)
+        with warnings.catch_warnings():  # torch's own deprecation inside its deep copy of the module call graph
+            warnings.simplefilter("ignore", FutureWarning)
+            return self.ep._update(gm, sig, state_dict=state, constants=constants)
 
 
 def _grid(group: list[Branch]) -> tuple[tuple[int, int], tuple[int, int]] | None:

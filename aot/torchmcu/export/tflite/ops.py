@@ -142,21 +142,18 @@ class ConvOps(ExporterBase):
                 self.w.add_op("SLICE", [y, self.int_vector("begin", [0, pad[0], pad[1], 0]),
                                         self.int_vector("size", sized)], [target])
 
-        x_dims = P.tensors[xt]["dims"]
-        groups = x_dims[3] // w.shape[3]
+        groups = P.tensors[xt]["dims"][3] // w.shape[3]
         if groups == 1:
             self.with_clamp(lambda target: one(ins[0], wq, bias, target, o_dims[3]), out, bounds, dtype)
             return
-        # Grouped (TFLite's TRANSPOSE_CONV has one group): SPLIT along the channels, one
-        # TRANSPOSE_CONV per group (its slice of the weights, bias and scales), CONCATENATION.
+        # Grouped: SPLIT the channels, a TRANSPOSE_CONV per group (its weights, bias, scales), CONCATENATION.
         per, name = w.shape[0] // groups, P.tensors[wt]["name"]
+        part_shape = [*self.w._tensors[ins[0]]["shape"][:3], w.shape[3]]
         parts = [self.like(ins[0], f"group{g}") for g in range(groups)]
-        for part in parts:
-            self.w._tensors[part]["shape"] = [*self.w._tensors[ins[0]]["shape"][:3], w.shape[3]]
         self.w.add_op("SPLIT", [self.int_vector("axis", [3]), ins[0]], parts, dict(num_splits=groups))
         outs = []
         for g, part in enumerate(parts):
-            sl = slice(g * per, (g + 1) * per)
+            self.w._tensors[part]["shape"], sl = part_shape, slice(g * per, (g + 1) * per)
             if kind == "f32":
                 wg = self.const_tensor(f"{name}_g{g}", w[sl], "float32")
                 bg = -1 if bt < 0 else self.const_tensor(f"{name}_bias_g{g}", P.const(bt)[sl], "float32")
@@ -169,8 +166,9 @@ class ConvOps(ExporterBase):
             self.w._tensors[y]["shape"] = [*o_dims[:3], per]
             one(part, wg, bg, y, per)
             outs.append(y)
-        self.with_clamp(lambda o: self.w.add_op("CONCATENATION", outs, [o], dict(axis=3, fused_activation_function="NONE")),
-                        out, bounds, dtype)
+        concat = dict(axis=3, fused_activation_function="NONE")
+        self.with_clamp(lambda o: self.w.add_op("CONCATENATION", outs, [o], concat), out, bounds, dtype)
+
     @staticmethod
     def _float_bounds(p: dict) -> tuple:
         lo, hi = float(p.get("act_min", -math.inf)), float(p.get("act_max", math.inf))
@@ -566,9 +564,8 @@ class RecurrentOps(ExporterBase):
         if p.get("reverse"):
             raise ExportError(f"{P.describe(index)}: a reversed direction (TFLite's UNIDIRECTIONAL_SEQUENCE_LSTM "
                               "runs forward)")
-        if len(op["inputs"]) > 7 and op["inputs"][7] >= 0:
-            raise ExportError(f"{P.describe(index)}: per-channel weights (torchmcu's integer LSTM; TFLite's takes "
-                              "one scale per gate): compile with --recurrent-weights per-gate to export it")
+        if len(op["inputs"]) > 7 and op["inputs"][7] >= 0:  # torchmcu's integer LSTM
+            raise ExportError(f"{P.describe(index)}: per-channel weights: compile with --recurrent-weights per-gate")
         wide = op["code"] == "LSTM_S16"
         yt = op["outputs"][0]
         T, B, H = P.tensors[yt]["dims"]
