@@ -20,15 +20,7 @@ from conftest import REPO, needs_arm_gcc, needs_qemu
 
 pytestmark = [needs_arm_gcc]
 
-TORCHMCU = [sys.executable, "-m", "torchmcu"]
-
-
-def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([*TORCHMCU, *args], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore", "TORCHMCU_PLOT": "0"})
-    if check:
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
+from test_c_api import cli  # noqa: E402  the command line in a fresh process, as test_c_api runs it
 
 
 def defines(header: Path) -> dict[str, int]:

@@ -128,16 +128,8 @@ def lsb_bound(out_dir: str | Path, k: int, bound: float) -> float:
     from .program import schema
 
     prog = schema.decode((Path(out_dir) / "model.pte").read_bytes())
-    t = prog["outputs"][k]
-    while True:  # through the PERMUTE / COPY / DEQUANTIZE after it, to the integer tensor
-        producer = next((op for op in prog["ops"] if t in op["outputs"]), None)
-        if producer is None or producer["code"] not in ("DEQUANTIZE_S8", "DEQUANTIZE_S16", "PERMUTE", "COPY"):
-            return bound
-        if producer["code"] == "DEQUANTIZE_S16":
-            return bound * 256
-        if producer["code"] == "DEQUANTIZE_S8":
-            return bound
-        t = producer["inputs"][0]
+    dq = runner.output_dequantize(prog, prog["outputs"][k])
+    return bound * 256 if dq is not None and dq["code"] == "DEQUANTIZE_S16" else bound
 
 
 def vs_qdq(stats: list[dict[str, Any]], qdq: list[np.ndarray], ref: list[np.ndarray], lsb: list[float | None],

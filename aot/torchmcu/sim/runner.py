@@ -405,17 +405,24 @@ def _max_abs(got: np.ndarray, expected: np.ndarray) -> float:
     return float(err.max(initial=0.0))
 
 
-def _output_step(prog: dict[str, Any], index: int) -> float:
-    """The quantization step behind a float output: the scale of the int8
-    tensor its DEQUANTIZE read (through any PERMUTE or COPY after it)."""
+def output_dequantize(prog: dict[str, Any], index: int) -> dict[str, Any] | None:
+    """The DEQUANTIZE op behind a float output (through any PERMUTE or COPY
+    after it), or None: a float op computed it."""
     t = index
     while True:
         producer = next((op for op in prog["ops"] if t in op["outputs"]), None)
         if producer is None or producer["code"] not in ("DEQUANTIZE_S8", "DEQUANTIZE_S16", "PERMUTE", "COPY"):
-            return 0.0
-        t = producer["inputs"][0]
+            return None
         if producer["code"] in ("DEQUANTIZE_S8", "DEQUANTIZE_S16"):
-            return float(prog["tensors"][t]["scale"])
+            return producer
+        t = producer["inputs"][0]
+
+
+def _output_step(prog: dict[str, Any], index: int) -> float:
+    """The quantization step behind a float output: the scale of the integer
+    tensor its DEQUANTIZE read (0 when there is none)."""
+    dq = output_dequantize(prog, index)
+    return 0.0 if dq is None else float(prog["tensors"][dq["inputs"][0]]["scale"])
 
 
 @dataclass
