@@ -232,6 +232,24 @@ def test_folded_float32_on_the_host(tmp_path) -> None:
         tmp_path / "report.txt").read_text()
 
 
+def test_the_check_runs_the_folded_program_in_float64(tmp_path) -> None:
+    """run --check's float reference is the saved program in float64, with PyTorch's own float32 error as
+    slack: the folded weights are lifted constants, which must become float64 too (they stayed float32,
+    the float64 run failed, and the check fell back to float32 with no slack: timm's MobileOne-S0 at float32
+    then failed its check in QEMU, 1.25e-5 off where 1.24e-5 was allowed)."""
+    from torchmcu.compiler import compile as tm_compile
+    from torchmcu.sim import runner
+
+    model, x = _blocks()["net"]()
+    tm_compile(model, x, "mps3-an547", tmp_path / "out", quant="float32", progress=False)
+    meta = runner.load_meta(tmp_path / "out")
+    samples = runner.split_samples(meta, [x[0].numpy()])
+    want, tol = runner.expected(tmp_path / "out", samples)
+    assert want[0].dtype == np.float64 and "slack" in tol, tol
+    with torch.no_grad():
+        assert_close(want[0].reshape(model(*x).shape), model.double()(x[0].double()).numpy())
+
+
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "torchmcu.cli", *args], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, "PYTHONWARNINGS": "ignore"}, check=False)

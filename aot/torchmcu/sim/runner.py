@@ -305,6 +305,12 @@ def _run_exported(ep: Any, out_dir: str | Path, samples: list[list[np.ndarray]],
     dtype = torch.float64 if float64 else torch.float32
     if float64:
         module = module.to(torch.float64)
+        # Lifted tensor constants (re-parameterization's folded weights, frontend/reparam.py) are plain
+        # attributes, which .to() leaves in float32: a float64 input then meets a float32 bias.
+        for sub in module.modules():
+            for k, v in list(vars(sub).items()):
+                if isinstance(v, torch.Tensor) and v.is_floating_point() and not isinstance(v, torch.nn.Parameter):
+                    setattr(sub, k, v.to(torch.float64))
     outs: list[list[np.ndarray]] = []
     # A streaming model's state (compile state=...): zeros, then each sample's new state feeds the next.
     state = load_meta(out_dir).get("state") or []
