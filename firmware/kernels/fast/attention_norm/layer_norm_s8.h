@@ -1,0 +1,121 @@
+// Fast path of layer_norm_s8 (see fast.h), included by
+// portable/attention_norm/attention_norm.cc only. MVE with the
+// double-precision FPU (the M55's), per row:
+// - S and Q by VADDVA and VMLADAVA over 16 lanes (int32 sums below 2^26), exact;
+// - the row's scale as norm_scale, its integer square root from VSQRT.F64
+//   (within 1 of it) corrected to floor(sqrt(.)) exactly, and 2^60 / root
+//   from a VDIV.F64 estimate corrected by its exact remainder: ~30
+//   instructions where the digit-by-digit root takes ~300;
+// - 4 outputs per step: c = cols x - sum x (= cols d - S), and
+//   n = (c m + 2^(h-1)) >> h as VMULH (floor(c' m / 2^32)) of c' = c 2^L
+//   then VRSHL by J, L = max(33 - h, 0), J = max(h - 32, 1): the rounding
+//   of the nested floors is that of n. c' fits int32: c^2 <= cols V
+//   (Cauchy-Schwarz), V < 2^(62 - 2k) and h = 44 - k give |c'| < 2^26
+//   (computed in wrapping arithmetic: only the result needs to fit);
+//   then VQADD (sat32 of n gamma + beta, |n gamma| < 2^30), the requantization as
+//   fast.h's requant_v (where requant_vector_ok) and the clamp.
+// About 6 instructions per element of 64-value rows (QEMU counts).
+#ifndef TORCHMCU_KERNELS_FAST_ATTENTION_NORM_LAYER_NORM_S8_H_
+#define TORCHMCU_KERNELS_FAST_ATTENTION_NORM_LAYER_NORM_S8_H_
+
+#include "kernels/fast/fast.h"
+
+#if TMCU_S8_MVE && defined(__ARM_FP) && (__ARM_FP & 8)
+#define TMCU_FAST_LAYER_NORM 1
+
+#include "kernels/portable/attention_norm/attention_norm.h"
+
+#pragma GCC push_options
+#pragma GCC optimize("O2")
+
+namespace torchmcu {
+namespace portable {
+namespace fast {
+namespace {
+
+[[gnu::always_inline]] inline double ln_sqrt(double v) {
+  double r;
+  __asm__("vsqrt.f64 %P0, %P1" : "=w"(r) : "w"(v));
+  return r;
+}
+
+[[gnu::always_inline]] inline double ln_double(uint64_t v) {
+  return double(uint32_t(v >> 32)) * 4294967296.0 + double(uint32_t(v));
+}
+
+// floor(sqrt(u)) for u in [2^60, 2^62): the double root is within 1.
+inline uint32_t ln_isqrt(uint64_t u) {
+  uint32_t r = uint32_t(ln_sqrt(ln_double(u)));
+  while (uint64_t(r) * r > u) --r;
+  while (uint64_t(r + 1) * (r + 1) <= u) ++r;
+  return r;
+}
+
+// norm_scale of attention_norm.cc: m = round(2^60 / root), h.
+struct LnScale {
+  int32_t m, shift_up, shift_down;  // n = vrshl(vmulh(c << shift_up, m), -shift_down)
+};
+
+inline LnScale ln_scale(int32_t count, int64_t s, int64_t q, int64_t eps_term) {
+  const int64_t v = int64_t(count) * q - s * s + eps_term;
+  if (v <= 0) return LnScale{0, 0, 1};
+  const int32_t k = (62 - (64 - __builtin_clzll(uint64_t(v)))) / 2;
+  const uint32_t root = ln_isqrt(uint64_t(v) << (2 * k));  // in [2^30, 2^31)
+  const uint64_t num = (uint64_t{1} << 60) + root / 2;
+  uint32_t m = uint32_t(ln_double(num) / double(root));  // within 1 of num / root
+  int64_t rem = int64_t(num - uint64_t(m) * root);
+  while (rem < 0) --m, rem += root;
+  while (rem >= int64_t(root)) ++m, rem -= root;
+  const int32_t h = 60 - kLayerNormFractionBits - k;
+  return LnScale{int32_t(m), h < 33 ? 33 - h : 0, h > 32 ? h - 32 : 1};
+}
+
+}  // namespace
+
+// layer_norm_s8 (portable/attention_norm/attention_norm.h): false when
+// requant_v is not requantize() for the output's multiplier.
+[[gnu::noinline]] inline bool layer_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, int8_t* out,
+                                            int32_t rows, int32_t cols, const QuantLayerNormParams& p) {
+  if (!requant_vector_ok(&p.output_multiplier, &p.output_shift, 1)) return false;
+  const int32_t zp = p.input_zero_point;
+  const int32_t m0 = p.output_multiplier, s0 = p.output_shift;
+  const int32_t up0 = s0 > 0 ? s0 : 0, down0 = s0 < 0 ? s0 : 0, neg0 = s0 < 0 ? 1 : 0;
+  const int32x4_t lo = vdupq_n_s32(p.act_min - p.output_zero_point), hi = vdupq_n_s32(p.act_max - p.output_zero_point);
+  for (int32_t r = 0; r < rows; ++r, in += cols, out += cols) {
+    int32_t sx = 0, sxx = 0;  // below 2^26 in magnitude
+    for (int32_t c = 0; c < cols; c += 16) {
+      const mve_pred16_t pr = vctp8q(static_cast<uint32_t>(cols - c));
+      const int8x16_t x = vldrbq_z_s8(in + c, pr);
+      sx = vaddvaq_p_s8(sx, x, pr);
+      sxx = vmladavaq_p_s8(sxx, x, x, pr);
+    }
+    const int64_t s = int64_t(sx) - int64_t(cols) * zp;
+    const int64_t q = sxx - 2 * int64_t(zp) * sx + int64_t(cols) * zp * zp;  // sum (x - zp)^2
+    const LnScale sc = ln_scale(cols, s, q, p.eps_term);
+    // c' = (cols x - sum x) 2^shift_up, wrapping.
+    const int32_t times = static_cast<int32_t>(static_cast<uint32_t>(cols) << sc.shift_up);
+    const int32x4_t minus = vdupq_n_s32(static_cast<int32_t>(0u - (static_cast<uint32_t>(sx) << sc.shift_up)));
+    const int32x4_t mv = vdupq_n_s32(sc.m);
+    for (int32_t c = 0; c < cols; c += 4) {
+      const mve_pred16_t pr = vctp32q(static_cast<uint32_t>(cols - c));
+      const int32x4_t x = vldrbq_z_s32(in + c, pr);
+      const int32x4_t n = vrshlq_n_s32(vmulhq_s32(vmlaq_n_s32(minus, x, times), mv), -sc.shift_down);
+      const int32x4_t acc = vqaddq_s32(vmulq_s32(n, vldrbq_z_s32(gamma + c, pr)), vldrwq_z_s32(beta + c, pr));
+      const int32x4_t h = vqrdmulhq_n_s32(vqshlq_r_s32(acc, up0), m0);
+      const int32x4_t y = vrshlq_n_s32(vmlaq_n_s32(h, vshrq_n_s32(h, 31), neg0), down0);
+      const int32x4_t o = vaddq_n_s32(vminq_s32(vmaxq_s32(y, lo), hi), p.output_zero_point);
+      vstrbq_p_s32(out + c, o, pr);
+    }
+  }
+  return true;
+}
+
+}  // namespace fast
+}  // namespace portable
+}  // namespace torchmcu
+
+#pragma GCC pop_options
+
+#endif
+
+#endif  // TORCHMCU_KERNELS_FAST_ATTENTION_NORM_LAYER_NORM_S8_H_
