@@ -63,6 +63,7 @@ SOFTMAX = [
     ("row17_fine", [4, 17], 0.0005, "table", 0),
     ("row32_negative_table", [2, 32], 0.05, "negative", 0),
     ("row32_no_table", [2, 32], 0.05, None, 0),
+    ("many_sums", [700, 6], 0.04, "table", 0),  # 1400 rows: the reciprocal of many sums
     ("masked_bcast", [1, 2, 8, 19], 0.06, "table", 8),
     ("masked_rows", [6, 33], 0.08, "table", 6),
 ]

@@ -23,6 +23,8 @@
 #if TMCU_S8_MVE && defined(__ARM_FP) && (__ARM_FP & 8)
 #define TMCU_FAST_LAYER_NORM 1
 
+#include <type_traits>
+
 #include "kernels/portable/attention_norm/attention_norm.h"
 
 #pragma GCC push_options
@@ -93,19 +95,29 @@ inline LnScale ln_scale(int32_t count, int64_t s, int64_t q, int64_t eps_term) {
     const int64_t q = sxx - 2 * int64_t(zp) * sx + int64_t(cols) * zp * zp;  // sum (x - zp)^2
     const LnScale sc = ln_scale(cols, s, q, p.eps_term);
     // c' = (cols x - sum x) 2^shift_up, wrapping.
-    const int32_t times = static_cast<int32_t>(static_cast<uint32_t>(cols) << sc.shift_up);
-    const int32x4_t minus = vdupq_n_s32(static_cast<int32_t>(0u - (static_cast<uint32_t>(sx) << sc.shift_up)));
+    const int32x4_t times = vdupq_n_s32(static_cast<int32_t>(static_cast<uint32_t>(cols) << sc.shift_up));
+    const int32_t minus = static_cast<int32_t>(0u - (static_cast<uint32_t>(sx) << sc.shift_up));
     const int32x4_t mv = vdupq_n_s32(sc.m);
-    for (int32_t c = 0; c < cols; c += 4) {
-      const mve_pred16_t pr = vctp32q(static_cast<uint32_t>(cols - c));
-      const int32x4_t x = vldrbq_z_s32(in + c, pr);
-      const int32x4_t n = vrshlq_n_s32(vmulhq_s32(vmlaq_n_s32(minus, x, times), mv), -sc.shift_down);
-      const int32x4_t acc = vqaddq_s32(vmulq_s32(n, vldrbq_z_s32(gamma + c, pr)), vldrwq_z_s32(beta + c, pr));
-      const int32x4_t h = vqrdmulhq_n_s32(vqshlq_r_s32(acc, up0), m0);
+    const int32_t down = -sc.shift_down;
+    // 4 outputs from c; the tail's lanes in pr.
+    auto out4 = [&](int32_t c, auto tail, mve_pred16_t pr) {
+      constexpr bool kTail = decltype(tail)::value;
+      const int32x4_t x = kTail ? vldrbq_z_s32(in + c, pr) : vldrbq_s32(in + c);
+      const int32x4_t g = kTail ? vldrbq_z_s32(gamma + c, pr) : vldrbq_s32(gamma + c);
+      const int32x4_t b = kTail ? vldrwq_z_s32(beta + c, pr) : vldrwq_s32(beta + c);
+      const int32x4_t n = vrshlq_n_s32(vmulhq_s32(vmlasq_n_s32(x, times, minus), mv), down);
+      const int32x4_t h = vqrdmulhq_n_s32(vqshlq_r_s32(vqaddq_s32(vmulq_s32(n, g), b), up0), m0);
       const int32x4_t y = vrshlq_n_s32(vmlaq_n_s32(h, vshrq_n_s32(h, 31), neg0), down0);
       const int32x4_t o = vaddq_n_s32(vminq_s32(vmaxq_s32(y, lo), hi), p.output_zero_point);
-      vstrbq_p_s32(out + c, o, pr);
-    }
+      if (kTail) {
+        vstrbq_p_s32(out + c, o, pr);
+      } else {
+        vstrbq_s32(out + c, o);
+      }
+    };
+    int32_t c = 0;
+    for (; c + 4 <= cols; c += 4) out4(c, std::false_type{}, 0);
+    if (c < cols) out4(c, std::true_type{}, vctp32q(static_cast<uint32_t>(cols - c)));
   }
   return true;
 }
