@@ -13,9 +13,12 @@
 
 #include "kernels/fast/fast.h"
 
-#if TMCU_S8_MVE
+#if TMCU_S8_FAST
 
 #include "kernels/portable/common/fixedpoint.h"
+#if !TMCU_S8_MVE
+#include <arm_acle.h>
+#endif
 
 #pragma GCC push_options
 #pragma GCC optimize("O2")
@@ -24,6 +27,8 @@ namespace torchmcu {
 namespace portable {
 namespace fast {
 namespace {
+
+#if TMCU_S8_MVE
 
 // The table as the passes below need it: entries for d >= diff_min
 // non-negative, the others 0 (the compiler's: softmax_exp_table), so that an
@@ -130,12 +135,62 @@ void softmax_rows(const int8_t* in, int32_t num_rows, int32_t row_size, const ui
   return true;
 }
 
+#else  // DSP
+
+}  // namespace
+
+// softmax_rows_s8 (portable/reduce/reduce.h) with an exp table whose
+// entries below diff_min are 0 and the others non-negative (the
+// compiler's); false otherwise. The table is indexed from the row's maximum
+// (tr[x] = the entry of x - max); an entry below diff_min adds 0 and outputs
+// -128 unselected; mul_sat of two non-negative values is one SMULL and its
+// rounding, the rounding shift of a non-negative value ((v >> (e - 1)) +
+// 1) >> 1, the clamp SSAT.
+[[gnu::noinline]] inline bool softmax_rows_s8(const int8_t* in, int32_t num_rows, int32_t row_size, int32_t diff_min,
+                                              const uint8_t* mask, int32_t mask_rows, int8_t* out,
+                                              const int32_t* exp_table) {
+  if (exp_table == nullptr) return false;
+  for (int32_t i = 0; i < 256; ++i) {
+    if (i < diff_min + 255 ? exp_table[i] != 0 : exp_table[i] < 0) return false;
+  }
+  for (int32_t r = 0; r < num_rows; ++r, in += row_size, out += row_size) {
+    const uint8_t* m = mask ? mask + int64_t(r % mask_rows) * row_size : nullptr;
+    int32_t max = -128;  // over the unmasked entries (-128 when none: the sum is then 0)
+    for (int32_t c = 0; c < row_size; ++c) {
+      if (!(m && m[c]) && in[c] > max) max = in[c];
+    }
+    const uint32_t* tr = reinterpret_cast<const uint32_t*>(exp_table) + (255 - max);
+    uint32_t sum = 0;
+    if (m) {
+      for (int32_t c = 0; c < row_size; ++c) sum += m[c] ? 0u : (tr[in[c]] + 2048u) >> 12;
+    } else {
+      for (int32_t c = 0; c < row_size; ++c) sum += (tr[in[c]] + 2048u) >> 12;
+    }
+    const int32_t headroom = fp::clz32(sum);
+    const int32_t bits_over_unit = 12 - headroom + 23;
+    if (sum == 0 || bits_over_unit > 31) {
+      for (int32_t c = 0; c < row_size; ++c) out[c] = -128;
+      continue;
+    }
+    const int64_t scale = fp::one_over_one_plus_x(static_cast<int32_t>((sum << headroom) - 0x80000000u));
+    const int32_t e1 = bits_over_unit - 1;  // >= 3
+    for (int32_t c = 0; c < row_size; ++c) {
+      const int64_t e = m && m[c] ? 0 : tr[in[c]];
+      const int32_t v = static_cast<int32_t>((scale * e + (int64_t{1} << 30)) >> 31);
+      out[c] = static_cast<int8_t>(__ssat((((v >> e1) + 1) >> 1) - 128, 8));
+    }
+  }
+  return true;
+}
+
+#endif
+
 }  // namespace fast
 }  // namespace portable
 }  // namespace torchmcu
 
 #pragma GCC pop_options
 
-#endif  // TMCU_S8_MVE
+#endif  // TMCU_S8_FAST
 
 #endif  // TORCHMCU_KERNELS_FAST_REDUCE_SOFTMAX_S8_H_
