@@ -235,9 +235,9 @@ def test_attention_fast_paths_bit_exact_in_qemu(board: str, tmp_path) -> None:
         np.testing.assert_array_equal(got, want, err_msg=name)
     fast, slow = res.kernel_instructions(), generic.kernel_instructions()
     # The fast paths ran: the attention's shapes cost less than the generic kernels.
-    checks = [NAMES.index(n) for n in ("attn_qk", "attn_pv", "attn_4x32x32", "masked_bcast")]
+    checks = [NAMES.index(n) for n in ("attn_qk", "attn_pv", "attn_4x32x32")]
     if board == "mps3-an547":
-        checks.append(NAMES.index("ln_32x64"))
+        checks += [NAMES.index("masked_bcast"), NAMES.index("ln_32x64")]
     for i in checks:
         print(f"{board} {NAMES[i]}: {fast[i]:,} instructions fast, {slow[i]:,} generic")
         assert fast[i] < 0.5 * slow[i], (board, NAMES[i], fast[i], slow[i])
