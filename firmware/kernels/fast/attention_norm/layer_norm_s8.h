@@ -1,29 +1,33 @@
 // Fast path of layer_norm_s8 (see fast.h), included by
-// portable/attention_norm/attention_norm.cc only. MVE with the
-// double-precision FPU (the M55's), per row:
-// - S and Q by VADDVA and VMLADAVA over 16 lanes (int32 sums below 2^26), exact;
-// - the row's scale as norm_scale, its integer square root from VSQRT.F64
-//   (within 1 of it) corrected to floor(sqrt(.)) exactly, and 2^60 / root
-//   from a VDIV.F64 estimate corrected by its exact remainder: ~30
+// portable/attention_norm/attention_norm.cc only. Per row:
+// - S and Q (MVE: VADDVA and VMLADAVA over 16 lanes; DSP: SMLAD on SXTB16
+//   pairs), int32 sums below 2^26, exact;
+// - the row's scale as norm_scale of attention_norm.cc, its integer square
+//   root and 2^60 / root from floating-point estimates made exact (with
+//   the double FPU of the M55: within 1, corrected; single precision:
+//   within 2^8, the low bits decided one at a time): ~30 to ~90
 //   instructions where the digit-by-digit root takes ~300;
-// - 4 outputs per step: c = cols x - sum x (= cols d - S), and
-//   n = (c m + 2^(h-1)) >> h as VMULH (floor(c' m / 2^32)) of c' = c 2^L
-//   then VRSHL by J, L = max(33 - h, 0), J = max(h - 32, 1): the rounding
-//   of the nested floors is that of n. c' fits int32: c^2 <= cols V
-//   (Cauchy-Schwarz), V < 2^(62 - 2k) and h = 44 - k give |c'| < 2^26
-//   (computed in wrapping arithmetic: only the result needs to fit);
-//   then VQADD (sat32 of n gamma + beta, |n gamma| < 2^30), the requantization as
-//   fast.h's requant_v (where requant_vector_ok) and the clamp.
-// About 6 instructions per element of 64-value rows (QEMU counts).
+// - per output: c = cols x - sum x (= cols d - S), and n = (c m + 2^(h-1))
+//   >> h as the high word (VMULH, SMULL) of c' = c 2^L rounded by J, L =
+//   max(33 - h, 0), J = max(h - 32, 1): the rounding of the nested floors
+//   is that of n. c' fits int32: c^2 <= cols V (Cauchy-Schwarz), V < 2^(62 -
+//   2k) and h = 44 - k give |c'| < 2^26 (computed in wrapping arithmetic:
+//   only the result needs to fit); then sat32(n gamma + beta) (VQADD, QADD:
+//   |n gamma| < 2^30), requantize() and the clamp. MVE: 4 outputs per step,
+//   8 instructions per element of the encoder's 64-value rows; DSP: ~46
+//   (QEMU counts).
 #ifndef TORCHMCU_KERNELS_FAST_ATTENTION_NORM_LAYER_NORM_S8_H_
 #define TORCHMCU_KERNELS_FAST_ATTENTION_NORM_LAYER_NORM_S8_H_
 
 #include "kernels/fast/fast.h"
 
-#if TMCU_S8_MVE && defined(__ARM_FP) && (__ARM_FP & 8)
-#define TMCU_FAST_LAYER_NORM 1
+#if TMCU_S8_FAST
 
 #include <type_traits>
+
+#if !TMCU_S8_MVE
+#include <arm_acle.h>
+#endif
 
 #include "kernels/portable/attention_norm/attention_norm.h"
 
@@ -34,6 +38,8 @@ namespace torchmcu {
 namespace portable {
 namespace fast {
 namespace {
+
+#if defined(__ARM_FP) && (__ARM_FP & 8)
 
 [[gnu::always_inline]] inline double ln_sqrt(double v) {
   double r;
@@ -53,6 +59,56 @@ inline uint32_t ln_isqrt(uint64_t u) {
   return r;
 }
 
+// floor(num / root), num < 2^61, root in [2^30, 2^31): the double quotient
+// is within 1, corrected by the exact remainder.
+inline uint32_t ln_divide(uint64_t num, uint32_t root) {
+  uint32_t m = uint32_t(ln_double(num) / double(root));
+  int64_t rem = int64_t(num - uint64_t(m) * root);
+  while (rem < 0) --m, rem += root;
+  while (rem >= int64_t(root)) ++m, rem -= root;
+  return m;
+}
+
+#else
+
+// The largest r in [base, base + 2 step) with fits(r) (fits monotone, true
+// at base): one bit of the offset at a time from step down.
+template <typename Fits>
+[[gnu::always_inline]] inline uint32_t ln_greedy(uint32_t base, uint32_t step, Fits fits) {
+  for (uint32_t b = step; b != 0; b >>= 1) {
+    if (fits(base + b)) base += b;
+  }
+  return base;
+}
+
+// VSQRT.F32 where there is an FPU (no errno path into libm).
+[[gnu::always_inline]] inline float ln_sqrtf(float v) {
+#if defined(__ARM_FP) && (__ARM_FP & 4)
+  float r;
+  __asm__("vsqrt.f32 %0, %1" : "=t"(r) : "t"(v));
+  return r;
+#else
+  return __builtin_sqrtf(v);
+#endif
+}
+
+// floor(sqrt(u)) for u in [2^60, 2^62): the single-precision root of u's top
+// 32 bits is within 2^8 of it (relative error below 2^-23), so the root is
+// in [est - 512, est + 512), its offset decided one bit at a time.
+inline uint32_t ln_isqrt(uint64_t u) {
+  const float f = ln_sqrtf(float(uint32_t(u >> 32)));  // u's root / 2^16
+  return ln_greedy(uint32_t(f * 65536.0f) - 512u, 512u, [u](uint32_t r) { return uint64_t(r) * r <= u; });
+}
+
+// floor(num / root), num in [2^60, 2^60 + 2^30), root in [2^30, 2^31): the
+// single-precision quotient of 2^60 is within 2^8 of it, decided so.
+inline uint32_t ln_divide(uint64_t num, uint32_t root) {
+  const uint32_t est = uint32_t(1152921504606846976.0f / float(root));
+  return ln_greedy(est - 512u, 512u, [num, root](uint32_t m) { return uint64_t(m) * root <= num; });
+}
+
+#endif
+
 // norm_scale of attention_norm.cc: m = round(2^60 / root), h.
 struct LnScale {
   int32_t m, shift_up, shift_down;  // n = vrshl(vmulh(c << shift_up, m), -shift_down)
@@ -63,16 +119,14 @@ inline LnScale ln_scale(int32_t count, int64_t s, int64_t q, int64_t eps_term) {
   if (v <= 0) return LnScale{0, 0, 1};
   const int32_t k = (62 - (64 - __builtin_clzll(uint64_t(v)))) / 2;
   const uint32_t root = ln_isqrt(uint64_t(v) << (2 * k));  // in [2^30, 2^31)
-  const uint64_t num = (uint64_t{1} << 60) + root / 2;
-  uint32_t m = uint32_t(ln_double(num) / double(root));  // within 1 of num / root
-  int64_t rem = int64_t(num - uint64_t(m) * root);
-  while (rem < 0) --m, rem += root;
-  while (rem >= int64_t(root)) ++m, rem -= root;
+  const uint32_t m = ln_divide((uint64_t{1} << 60) + root / 2, root);
   const int32_t h = 60 - kLayerNormFractionBits - k;
   return LnScale{int32_t(m), h < 33 ? 33 - h : 0, h > 32 ? h - 32 : 1};
 }
 
 }  // namespace
+
+#if TMCU_S8_MVE
 
 // layer_norm_s8 (portable/attention_norm/attention_norm.h): false when
 // requant_v is not requantize() for the output's multiplier.
@@ -121,6 +175,56 @@ inline LnScale ln_scale(int32_t count, int64_t s, int64_t q, int64_t eps_term) {
   }
   return true;
 }
+
+#else  // DSP
+
+// layer_norm_s8 (portable/attention_norm/attention_norm.h) with a negative
+// output shift (the compiler's: 2^-16 s_gamma / s_out); false otherwise.
+// S and Q by SMLAD on SXTB16 pairs; per output, c' = c 2^L as above, n its
+// SMULL high word rounded by J, QADD, requantize() as linear_s8's (hi, then
+// ((t >> (e - 1)) + 1) >> 1 with t = hi - (hi < 0)).
+[[gnu::noinline]] inline bool layer_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, int8_t* out,
+                                            int32_t rows, int32_t cols, const QuantLayerNormParams& p) {
+  if (p.output_shift >= 0) return false;
+  const int32_t zp = p.input_zero_point;
+  const int32_t m0 = p.output_multiplier;
+  const int32_t e1 = -p.output_shift - 1;
+  const int32_t lo = p.act_min - p.output_zero_point, hi = p.act_max - p.output_zero_point;
+  for (int32_t r = 0; r < rows; ++r, in += cols, out += cols) {
+    int32_t sx = 0, sxx = 0;
+    int32_t c = 0;
+    for (; c + 4 <= cols; c += 4) {
+      int32_t v;
+      __builtin_memcpy(&v, in + c, 4);
+      const int16x2_t xe = __sxtb16(v), xo = __sxtb16(static_cast<int32_t>((static_cast<uint32_t>(v) >> 8) | (static_cast<uint32_t>(v) << 24)));
+      sxx = __smlad(xe, xe, __smlad(xo, xo, sxx));
+      sx = __smlad(xe, 0x00010001, __smlad(xo, 0x00010001, sx));
+    }
+    for (; c < cols; ++c) {
+      sx += in[c];
+      sxx += in[c] * in[c];
+    }
+    const int64_t s = int64_t(sx) - int64_t(cols) * zp;
+    const int64_t q = sxx - 2 * int64_t(zp) * sx + int64_t(cols) * zp * zp;
+    const LnScale sc = ln_scale(cols, s, q, p.eps_term);
+    const uint32_t times = static_cast<uint32_t>(cols) << sc.shift_up;
+    const uint32_t minus = 0u - (static_cast<uint32_t>(sx) << sc.shift_up);
+    const int32_t mm = sc.m;
+    const int32_t j1 = sc.shift_down - 1;
+    for (c = 0; c < cols; ++c) {
+      const int32_t cp = static_cast<int32_t>(static_cast<uint32_t>(in[c]) * times + minus);
+      const int32_t n = ((static_cast<int32_t>((int64_t(cp) * mm) >> 32) >> j1) + 1) >> 1;
+      const int32_t acc = __qadd(n * gamma[c], beta[c]);
+      const int32_t h = static_cast<int32_t>((int64_t(acc) * m0 + (int64_t{1} << 30)) >> 31);
+      int32_t y = (((h + (h >> 31)) >> e1) + 1) >> 1;
+      y = y < lo ? lo : y > hi ? hi : y;
+      out[c] = static_cast<int8_t>(y + p.output_zero_point);
+    }
+  }
+  return true;
+}
+
+#endif
 
 }  // namespace fast
 }  // namespace portable

@@ -135,7 +135,7 @@ void layer_norm_f32(const float* in, const float* gamma, const float* beta, floa
 
 void layer_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, int8_t* out, int32_t rows,
                    int32_t cols, const QuantLayerNormParams& p) {
-#if TMCU_FAST_LAYER_NORM
+#if TMCU_S8_FAST
   if (fast::layer_norm_s8(in, gamma, beta, out, rows, cols, p)) return;
 #endif
   layer_norm_q(in, gamma, beta, out, rows, cols, p);
