@@ -67,7 +67,6 @@ template <bool kMasked, bool kTail>
   const int32x4_t x = kTail ? vldrbq_z_s32(in + c, in_row) : vldrbq_s32(in + c);
   const uint32x4_t index = vaddq_n_u32(vreinterpretq_u32_s32(x), to_index);
   if (!kMasked && !kTail) return vldrwq_gather_shifted_offset_u32(table, index);
-  // in_row: every lane for a whole vector with a mask.
   const mve_pred16_t p = kMasked ? vcmpeqq_m_n_u32(vldrbq_z_u32(m + c, in_row), 0, in_row) : in_row;
   return vldrwq_gather_shifted_offset_z_u32(table, index, p);
 }
@@ -76,9 +75,9 @@ template <bool kMasked>
 void softmax_rows(const int8_t* in, int32_t num_rows, int32_t row_size, const uint8_t* mask, int32_t mask_rows,
                   int8_t* out, const int32_t* exp_table) {
   const uint32_t* table = reinterpret_cast<const uint32_t*>(exp_table);
-  const int32_t full = row_size & ~3;
-  const mve_pred16_t tail = vctp32q(static_cast<uint32_t>(row_size & 3));
-  const mve_pred16_t all = vctp32q(4);
+  // Whole vectors unpredicated without a mask; with one (rarer), every step
+  // predicated (less code).
+  const int32_t full = kMasked ? 0 : row_size & ~3;
   for (int32_t r = 0; r < num_rows; ++r, in += row_size, out += row_size) {
     const uint8_t* m = kMasked ? mask + int64_t(r % mask_rows) * row_size : nullptr;
     // The maximum over the unmasked entries (-128 when none: the sum is then 0).
@@ -92,11 +91,11 @@ void softmax_rows(const int8_t* in, int32_t num_rows, int32_t row_size, const ui
     uint32_t sum = 0;
     int32_t c = 0;
     for (; c < full; c += 4) {
-      const uint32x4_t e = softmax_exp4<kMasked, false>(in, m, c, table, to_index, all);
+      const uint32x4_t e = softmax_exp4<false, false>(in, m, c, table, to_index, 0);
       sum = vaddvaq_u32(sum, vrshrq_n_u32(e, 12));
     }
-    if (c < row_size) {
-      const uint32x4_t e = softmax_exp4<kMasked, true>(in, m, c, table, to_index, tail);
+    for (; c < row_size; c += 4) {
+      const uint32x4_t e = softmax_exp4<kMasked, true>(in, m, c, table, to_index, vctp32q(uint32_t(row_size - c)));
       sum = vaddvaq_u32(sum, vrshrq_n_u32(e, 12));
     }
     const int32_t headroom = fp::clz32(sum);
@@ -114,8 +113,11 @@ void softmax_rows(const int8_t* in, int32_t num_rows, int32_t row_size, const ui
                                    -128),
                        vdupq_n_s32(127));
     };
-    for (c = 0; c < full; c += 4) vstrbq_s32(out + c, y(softmax_exp4<kMasked, false>(in, m, c, table, to_index, all)));
-    if (c < row_size) vstrbq_p_s32(out + c, y(softmax_exp4<kMasked, true>(in, m, c, table, to_index, tail)), tail);
+    for (c = 0; c < full; c += 4) vstrbq_s32(out + c, y(softmax_exp4<false, false>(in, m, c, table, to_index, 0)));
+    for (; c < row_size; c += 4) {
+      const mve_pred16_t in_row = vctp32q(static_cast<uint32_t>(row_size - c));
+      vstrbq_p_s32(out + c, y(softmax_exp4<kMasked, true>(in, m, c, table, to_index, in_row)), in_row);
+    }
   }
 }
 
