@@ -36,7 +36,7 @@ namespace portable {
 namespace fast {
 namespace {
 
-// DSP: columns per block, two int32 [kBmmCols] on the stack.
+// DSP: columns per block, an int32 [kBmmCols] on the stack.
 constexpr int32_t kBmmCols = 32;
 
 // sum of k int8s (wrapping). MVE: VADDVA over 16 lanes, the tail
@@ -128,17 +128,18 @@ inline uint32_t bmm_row_sum(const int8_t* x, int32_t k) {
     }
   }
 #else
-  uint32_t col[kBmmCols];
-  int32_t bias[kBmmCols];
+  uint32_t bias[kBmmCols];  // the column terms plus the current row's: each row adds its change
   for (int32_t j0 = 0; j0 < n; j0 += kBmmCols) {
     const int32_t cols = n - j0 < kBmmCols ? n - j0 : kBmmCols;
     const int8_t* w = bt + int64_t(j0) * k;
-    for (int32_t j = 0; j < cols; ++j) col[j] = lo * bmm_row_sum(w + int64_t(j) * k, k) + both;
+    for (int32_t j = 0; j < cols; ++j) bias[j] = lo * bmm_row_sum(w + int64_t(j) * k, k) + both;
+    uint32_t last = 0;
     for (int32_t i = 0; i < m; ++i) {
       const int8_t* x = a + int64_t(i) * k;
       const uint32_t row = ro * bmm_row_sum(x, k);
-      for (int32_t j = 0; j < cols; ++j) bias[j] = static_cast<int32_t>(col[j] + row);
-      linear_s8(x, w, bias, &p.output_multiplier, &p.output_shift, 1, out + int64_t(i) * n + j0, 1, k, cols,
+      for (int32_t j = 0; j < cols; ++j) bias[j] += row - last;
+      last = row;
+      linear_s8(x, w, reinterpret_cast<const int32_t*>(bias), &p.output_multiplier, &p.output_shift, 1, out + int64_t(i) * n + j0, 1, k, cols,
                 p.output_offset, p.act_min, p.act_max);
     }
   }
