@@ -22,18 +22,24 @@ all masked, masked entries above the row's maximum. Layer norm: 64, 1, 5,
 17 and 100 columns, zero points -128 and 127, constant rows with and
 without eps (V = 0: every n 0), an eps that dominates the variance (h >
 32), a ReLU range, and an output multiplier below 512 with a positive
-shift (the generic kernel). Random int8 inputs.
+shift (the generic kernel). Random int8 inputs. And LAYER_NORM_S16 (MVE)
+in a compiled a16w8 model.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from conftest import needs_arm_gcc, needs_qemu
+from fast_s8_runs import fast_and_generic
 from test_kernels_s8_fast_fcadd import Arena
 from test_runtime_features import Builder, build_dir
+from torch import nn
 from torchmcu import reference as ref
 from torchmcu.builder.firmware import build_firmware
+from torchmcu.compiler import compile
+from torchmcu.program import serialize
 from torchmcu.program.interpret import run_reference
 from torchmcu.sim import runner
 
@@ -153,7 +159,7 @@ def add_layer_norm(b: Builder, a: Arena, case, rng: np.random.Generator) -> tupl
     return [x], y
 
 
-def program() -> tuple[dict, bytes, list[str], dict[str, str]]:
+def program() -> tuple[dict, bytes, dict[str, str]]:
     rng = np.random.default_rng(23)
     b = Builder(arena_bytes=0)
     a = Arena(b)
@@ -172,7 +178,6 @@ def program() -> tuple[dict, bytes, list[str], dict[str, str]]:
         outputs.append(y)
         kinds[case[0]] = case[5]
     tree = b.tree(inputs, outputs)
-    from torchmcu.program import serialize
     return tree, serialize.to_pte(tree, bytes(b.segment)), kinds
 
 
@@ -180,8 +185,8 @@ NAMES = [c[0] for c in BMM] + [c[0] for c in SOFTMAX] + [c[0] for c in LAYER_NOR
 
 
 def samples(tree: dict, kinds: dict[str, str]) -> list[list[np.ndarray]]:
-    """Random int8 inputs; constant layer-norm rows; the flat softmax row
-    constant; the masked softmax inputs at 127 where... random throughout."""
+    """Random int8 inputs, one generator per input and sample; the constant
+    layer-norm cases' and the flat softmax's rows constant."""
     def one(t: int, sample: int) -> np.ndarray:
         d = tree["tensors"][t]
         x = np.random.default_rng([13, t, sample]).integers(-128, 128, d["dims"], dtype=np.int8)
@@ -243,3 +248,37 @@ def test_attention_fast_paths_bit_exact_in_qemu(board: str, tmp_path) -> None:
         assert fast[i] < 0.5 * slow[i], (board, NAMES[i], fast[i], slow[i])
     ln = NAMES.index("ln_32x64")
     assert fast[ln] < 0.6 * slow[ln], (board, fast[ln], slow[ln])
+
+
+class TwoNorms(nn.Module):
+    """LAYER_NORM_S16 at a16w8: 37 columns (an MVE tail of 1), then 64."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(5)
+        self.ln1 = nn.LayerNorm(37)
+        self.fc = nn.Linear(37, 64)
+        self.ln2 = nn.LayerNorm(64)
+        with torch.no_grad():
+            for ln in (self.ln1, self.ln2):
+                ln.weight.uniform_(-2, 2)
+                ln.bias.uniform_(-1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ln2(self.fc(self.ln1(x)))
+
+
+@needs_qemu
+@needs_arm_gcc
+def test_layer_norm_s16_fast_path_bit_exact_in_qemu(tmp_path) -> None:
+    """The int16 layer norm's MVE path (M55) against the reference and the
+    generic build; inputs beyond the calibration range."""
+    g = np.random.default_rng(3)
+    calib = [(torch.from_numpy(g.normal(0, 1, (1, 9, 37)).astype(np.float32)),) for _ in range(8)]
+    c = compile(TwoNorms().eval(), calib[0], "mps3-an547", tmp_path, quant="a16w8", calibration=calib, progress=False)
+    lns = [i for i, op in enumerate(c.graph.ops) if op.code == "LAYER_NORM_S16"]
+    assert len(lns) == 2, [op.code for op in c.graph.ops]
+    x = g.normal(0, 2, (3, 1, 9, 37)).astype(np.float32)
+    _, fast, slow, _ = fast_and_generic(tmp_path, x)
+    for i in lns:
+        assert fast[i] < 0.5 * slow[i], (i, fast[i], slow[i])

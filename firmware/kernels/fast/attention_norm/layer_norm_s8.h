@@ -1,4 +1,4 @@
-// Fast path of layer_norm_s8 (see fast.h), included by
+// Fast path of layer_norm_s8 (and on MVE layer_norm_s16; see fast.h), included by
 // portable/attention_norm/attention_norm.cc only. Per row:
 // - S and Q (MVE: VADDVA and VMLADAVA over 16 lanes; DSP: SMLAD on SXTB16
 //   pairs), int32 sums below 2^26, exact;
@@ -128,22 +128,36 @@ inline LnScale ln_scale(int32_t count, int64_t s, int64_t q, int64_t eps_term) {
 
 #if TMCU_S8_MVE
 
-// layer_norm_s8 (portable/attention_norm/attention_norm.h): false when
-// requant_v is not requantize() for the output's multiplier.
-[[gnu::noinline]] inline bool layer_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, int8_t* out,
-                                            int32_t rows, int32_t cols, const QuantLayerNormParams& p) {
+// layer_norm_s8 / layer_norm_s16 (portable/attention_norm/attention_norm.h):
+// false when requant_v is not requantize() for the output's multiplier.
+// int16: S by VADDVA over 8 lanes (below 2^27), Q by VMLALDAVA in 64 bits.
+template <typename T>
+[[gnu::noinline]] bool layer_norm_q(const T* in, const int8_t* gamma, const int32_t* beta, T* out, int32_t rows,
+                                    int32_t cols, const QuantLayerNormParams& p) {
   if (!requant_vector_ok(&p.output_multiplier, &p.output_shift, 1)) return false;
   const int32_t zp = p.input_zero_point;
   const int32_t m0 = p.output_multiplier, s0 = p.output_shift;
   const int32_t up0 = s0 > 0 ? s0 : 0, down0 = s0 < 0 ? s0 : 0, neg0 = s0 < 0 ? 1 : 0;
   const int32x4_t lo = vdupq_n_s32(p.act_min - p.output_zero_point), hi = vdupq_n_s32(p.act_max - p.output_zero_point);
   for (int32_t r = 0; r < rows; ++r, in += cols, out += cols) {
-    int32_t sx = 0, sxx = 0;  // below 2^26 in magnitude
-    for (int32_t c = 0; c < cols; c += 16) {
-      const mve_pred16_t pr = vctp8q(static_cast<uint32_t>(cols - c));
-      const int8x16_t x = vldrbq_z_s8(in + c, pr);
-      sx = vaddvaq_p_s8(sx, x, pr);
-      sxx = vmladavaq_p_s8(sxx, x, x, pr);
+    int32_t sx = 0;
+    int64_t sxx = 0;
+    if constexpr (sizeof(T) == 1) {
+      int32_t q32 = 0;  // below 2^26 in magnitude
+      for (int32_t c = 0; c < cols; c += 16) {
+        const mve_pred16_t pr = vctp8q(static_cast<uint32_t>(cols - c));
+        const int8x16_t x = vldrbq_z_s8(in + c, pr);
+        sx = vaddvaq_p_s8(sx, x, pr);
+        q32 = vmladavaq_p_s8(q32, x, x, pr);
+      }
+      sxx = q32;
+    } else {
+      for (int32_t c = 0; c < cols; c += 8) {
+        const mve_pred16_t pr = vctp16q(static_cast<uint32_t>(cols - c));
+        const int16x8_t x = vldrhq_z_s16(in + c, pr);
+        sx = vaddvaq_p_s16(sx, x, pr);
+        sxx = vmlaldavaq_p_s16(sxx, x, x, pr);
+      }
     }
     const int64_t s = int64_t(sx) - int64_t(cols) * zp;
     const int64_t q = sxx - 2 * int64_t(zp) * sx + int64_t(cols) * zp * zp;  // sum (x - zp)^2
@@ -156,17 +170,22 @@ inline LnScale ln_scale(int32_t count, int64_t s, int64_t q, int64_t eps_term) {
     // 4 outputs from c; the tail's lanes in pr.
     auto out4 = [&](int32_t c, auto tail, mve_pred16_t pr) {
       constexpr bool kTail = decltype(tail)::value;
-      const int32x4_t x = kTail ? vldrbq_z_s32(in + c, pr) : vldrbq_s32(in + c);
+      int32x4_t x;
+      if constexpr (sizeof(T) == 1) {
+        x = kTail ? vldrbq_z_s32(in + c, pr) : vldrbq_s32(in + c);
+      } else {
+        x = kTail ? vldrhq_z_s32(in + c, pr) : vldrhq_s32(in + c);
+      }
       const int32x4_t g = kTail ? vldrbq_z_s32(gamma + c, pr) : vldrbq_s32(gamma + c);
       const int32x4_t b = kTail ? vldrwq_z_s32(beta + c, pr) : vldrwq_s32(beta + c);
       const int32x4_t n = vrshlq_n_s32(vmulhq_s32(vmlasq_n_s32(x, times, minus), mv), down);
       const int32x4_t h = vqrdmulhq_n_s32(vqshlq_r_s32(vqaddq_s32(vmulq_s32(n, g), b), up0), m0);
       const int32x4_t y = vrshlq_n_s32(vmlaq_n_s32(h, vshrq_n_s32(h, 31), neg0), down0);
       const int32x4_t o = vaddq_n_s32(vminq_s32(vmaxq_s32(y, lo), hi), p.output_zero_point);
-      if (kTail) {
-        vstrbq_p_s32(out + c, o, pr);
+      if constexpr (sizeof(T) == 1) {
+        kTail ? vstrbq_p_s32(out + c, o, pr) : vstrbq_s32(out + c, o);
       } else {
-        vstrbq_s32(out + c, o);
+        kTail ? vstrhq_p_s32(out + c, o, pr) : vstrhq_s32(out + c, o);
       }
     };
     int32_t c = 0;
@@ -174,6 +193,17 @@ inline LnScale ln_scale(int32_t count, int64_t s, int64_t q, int64_t eps_term) {
     if (c < cols) out4(c, std::true_type{}, vctp32q(static_cast<uint32_t>(cols - c)));
   }
   return true;
+}
+
+[[gnu::always_inline]] inline bool layer_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta,
+                                                 int8_t* out, int32_t rows, int32_t cols, const QuantLayerNormParams& p) {
+  return layer_norm_q(in, gamma, beta, out, rows, cols, p);
+}
+
+[[gnu::always_inline]] inline bool layer_norm_s16(const int16_t* in, const int8_t* gamma, const int32_t* beta,
+                                                  int16_t* out, int32_t rows, int32_t cols,
+                                                  const QuantLayerNormParams& p) {
+  return layer_norm_q(in, gamma, beta, out, rows, cols, p);
 }
 
 #else  // DSP

@@ -143,6 +143,9 @@ void layer_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, i
 
 void layer_norm_s16(const int16_t* in, const int8_t* gamma, const int32_t* beta, int16_t* out,
                     int32_t rows, int32_t cols, const QuantLayerNormParams& p) {
+#if TMCU_S8_MVE
+  if (fast::layer_norm_s16(in, gamma, beta, out, rows, cols, p)) return;
+#endif
   layer_norm_q(in, gamma, beta, out, rows, cols, p);
 }
 
