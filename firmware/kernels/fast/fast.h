@@ -91,5 +91,13 @@ namespace fast {
 //   tabulated; MVE 16 elements per step).
 // - pool_resize/pool2d_s8.h: average pooling (exact int16 sums per block of
 //   at most 256 taps), max pooling (MVE VMAX, DSP SSUB8/SEL).
+// - attention_norm/batch_matmul_s8.h: BATCH_MATMUL with b transposed, the
+//   offsets folded into row and column sums (MVE: 4 columns per VMLADAVA
+//   input load; DSP: linear_s8 per row).
+// - attention_norm/layer_norm_s8.h: LAYER_NORM (and on MVE its int16
+//   version), the row's root from a floating-point estimate made exact
+//   (MVE: 4 outputs per step).
+// - reduce/softmax_s8.h: SOFTMAX and SOFTMAX_MASKED with the exp table
+//   (MVE: 4 table gathers per step).
 
 #endif  // TORCHMCU_KERNELS_FAST_FAST_H_

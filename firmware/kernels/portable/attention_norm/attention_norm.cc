@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "core/kernel.h"  // TMCU_INLINE
+#include "kernels/fast/attention_norm/batch_matmul_s8.h"
+#include "kernels/fast/attention_norm/layer_norm_s8.h"
 #include "kernels/portable/common/requantize.h"
 
 namespace torchmcu {
@@ -133,11 +135,17 @@ void layer_norm_f32(const float* in, const float* gamma, const float* beta, floa
 
 void layer_norm_s8(const int8_t* in, const int8_t* gamma, const int32_t* beta, int8_t* out, int32_t rows,
                    int32_t cols, const QuantLayerNormParams& p) {
+#if TMCU_S8_FAST
+  if (fast::layer_norm_s8(in, gamma, beta, out, rows, cols, p)) return;
+#endif
   layer_norm_q(in, gamma, beta, out, rows, cols, p);
 }
 
 void layer_norm_s16(const int16_t* in, const int8_t* gamma, const int32_t* beta, int16_t* out,
                     int32_t rows, int32_t cols, const QuantLayerNormParams& p) {
+#if TMCU_S8_MVE
+  if (fast::layer_norm_s16(in, gamma, beta, out, rows, cols, p)) return;
+#endif
   layer_norm_q(in, gamma, beta, out, rows, cols, p);
 }
 
@@ -197,6 +205,9 @@ void matmul_t_f32(const float* a, const float* bt, float* out, int32_t m, int32_
 
 void matmul_t_s8(const int8_t* a, const int8_t* bt, int8_t* out, int32_t m, int32_t k, int32_t n,
                  const QuantBatchMatmulParams& p) {
+#if TMCU_S8_FAST
+  if (fast::matmul_t_s8(a, bt, out, m, k, n, p)) return;
+#endif
   const s8::OutQuant quant(p.output_offset, p.act_min, p.act_max);
   for (int32_t i = 0; i < m; ++i, a += k) {
     const int8_t* b = bt;

@@ -1,3 +1,4 @@
+#include "kernels/fast/reduce/softmax_s8.h"
 #include "kernels/portable/common/fixedpoint.h"
 #include "kernels/portable/reduce/reduce.h"
 
@@ -24,6 +25,9 @@ using fp::one_over_one_plus_x;
 void softmax_rows_s8(const int8_t* in, int32_t num_rows, int32_t row_size, int32_t input_multiplier,
                      int32_t input_left_shift, int32_t diff_min, const uint8_t* mask,
                      int32_t mask_rows, int8_t* out, const int32_t* exp_table) {
+#if TMCU_S8_FAST
+  if (fast::softmax_rows_s8(in, num_rows, row_size, diff_min, mask, mask_rows, out, exp_table)) return;
+#endif
   const int32_t scale = static_cast<int32_t>(uint32_t{1} << input_left_shift);
   // exp of a difference >= diff_min: the table's entry (the same value,
   // computed ahead of time), or computed here.
