@@ -219,8 +219,10 @@ def run_tflite_micro(tflite: bytes, inputs: list[np.ndarray], arena_size: int | 
                      tensors: list[int] | None = None) -> list[np.ndarray]:
     """Runs a .tflite model once in TensorFlow Lite Micro (the tflite-micro
     wheel's interpreter, reference kernels). inputs: one array per graph
-    input (reshaped to the input's shape). Returns the graph outputs, then
-    the values of `tensors` (TFLite tensor indices, all kept alive)."""
+    input (reshaped to the input's shape; a BOOL input's values != 0).
+    Returns the graph outputs, then the values of `tensors` (TFLite tensor
+    indices, all kept alive); BOOL values as the program holds them, uint8
+    1 or 0."""
     try:
         from tflite_micro.python.tflite_micro import runtime
     except ImportError as exc:  # pragma: no cover - the wheel is a test dependency
@@ -230,11 +232,13 @@ def run_tflite_micro(tflite: bytes, inputs: list[np.ndarray], arena_size: int | 
     it = runtime.Interpreter.from_bytes(bytes(tflite), arena_size=arena_size or max(1 << 22, 8 * len(tflite)),
                                         intrepreter_config=config)
     for i, x in enumerate(inputs):
-        shape = it.get_input_details(i)["shape"]
-        it.set_input(np.ascontiguousarray(np.asarray(x).reshape(shape)), i)
+        details = it.get_input_details(i)
+        x = np.asarray(x).reshape(details["shape"])
+        it.set_input(np.ascontiguousarray(x != 0 if details["dtype"] == np.bool_ else x), i)
     it.invoke()
     outs = [np.array(it.get_output(i)) for i in range(_output_count(tflite))]
-    return outs + [np.array(it.GetTensor(t, 0)["tensor_data"]) for t in (tensors or [])]
+    outs += [np.array(it.GetTensor(t, 0)["tensor_data"]) for t in (tensors or [])]
+    return [o.astype(np.uint8) if o.dtype == np.bool_ else o for o in outs]
 
 
 def _output_count(tflite: bytes) -> int:

@@ -8,7 +8,7 @@ import numpy as np
 
 from .... import reference as ref
 from ..exporter import ExporterBase
-from ..program import ExportError
+from ..program import NP, TFL_DTYPE, ExportError
 
 
 class ElementwiseOps(ExporterBase):
@@ -142,6 +142,26 @@ class ElementwiseOps(ExporterBase):
         self.w.add_op("LOGISTIC", [ins[0]], [out])
     def op_tanh_f32(self, index, op, p, ins, out):
         self.w.add_op("TANH", [ins[0]], [out])
+    # CompareParams.op: <, <=, >, >=, ==, != (their outputs BOOL: the program's U8 1 or 0)
+    _COMPARISONS = ("LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL")
+    def op_compare(self, index, op, p, ins, out):
+        P = self.p
+        opcode = self._COMPARISONS[p["op"]]
+        if P.tensors[op["inputs"][0]]["dtype"] == "U8" and opcode not in ("EQUAL", "NOT_EQUAL"):
+            raise ExportError(f"{P.describe(index)}: {opcode} of boolean tensors (TFLite Micro's {opcode} has no "
+                              "BOOL kernel)")
+        ins = [self.constant(t) if P.is_const(t) else i for t, i in zip(op["inputs"], ins)]
+        self.w.add_op(opcode, ins[:2], [out])
+    def op_masked_fill(self, index, op, p, ins, out):
+        """SELECT_V2(mask, value, x): the value a constant of x's type (int8, int16: the program's qvalue, raw,
+        at x's quantization, which the output shares: verify_derived)."""
+        P = self.p
+        xt, mt = op["inputs"][:2]
+        x, mask = (self.constant(t) if P.is_const(t) else i for t, i in zip((xt, mt), ins))
+        dtype = P.tensors[xt]["dtype"]
+        value, (scale, zp) = (p["value"], (None, None)) if dtype == "F32" else (p["qvalue"], P.qparams(xt))
+        fill = self.const_tensor("fill_value", np.asarray([value], NP[dtype]), TFL_DTYPE[dtype], scale, zp)
+        self.w.add_op("SELECT_V2", [mask, fill, x], [out])
     def op_quantize_s8(self, index, op, p, ins, out):
         self.w.add_op("QUANTIZE", [ins[0]], [out])
     def op_dequantize_s8(self, index, op, p, ins, out):

@@ -53,6 +53,11 @@ class ShapeViewsOps(ExporterBase):
             self.w.add_op("BROADCAST_TO", [ins[0], self.int_vector("shape", list(y_dims))], [out])
         else:
             raise ExportError(f"{P.describe(index)}: a slice that also broadcasts has no single TFLite op")
+    def op_gather(self, index, op, p, ins, out):
+        """GATHER along axis 0: nn.Embedding's rows. An id outside the table gives zeros in the kernel; TFLite
+        Micro's GATHER fails the invocation instead."""
+        table = self.constant(op["inputs"][0]) if self.p.is_const(op["inputs"][0]) else ins[0]
+        self.w.add_op("GATHER", [table, ins[1]], [out], dict(axis=0))
     def op_copy(self, index, op, p, ins, out):
         src = self.constant(op["inputs"][0]) if self.p.is_const(op["inputs"][0]) else ins[0]
         shape = self.w._tensors[out]["shape"]
