@@ -34,6 +34,15 @@ the builtin operator with the same integer arithmetic:
     TRANSPOSE_CONV2D_S8  TRANSPOSE_CONV (VALID or SAME, else VALID into a larger result and SLICE)
     RESIZE_NEAREST, RESIZE_BILINEAR_S8   RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR
     CONV2D_S8 grouped    SPLIT, one CONV_2D per group, CONCATENATION
+    MASKED_FILL          SELECT_V2 (F32, I8, I16: the value a constant at x's quantization, which the output
+                         shares)
+    COMPARE              LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, EQUAL, NOT_EQUAL; of boolean operands
+                         only EQUAL / NOT_EQUAL (TFLite Micro's others have no BOOL kernel: ExportError)
+    GATHER               GATHER on axis 0 with int32 ids (an id outside the table: the kernel gives zeros,
+                         TFLite Micro fails the invocation)
+
+The program's U8 tensors are its booleans (1 or 0: masks, comparisons' results):
+TFLite BOOL tensors, the same bytes (run_tflite_micro gives them back as uint8).
 
 Fused activation ranges become TFLite's fused activations when
 CalculateActivationRangeQuantized gives the same bounds, else MAXIMUM/MINIMUM
