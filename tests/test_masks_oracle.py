@@ -4,8 +4,9 @@ constant mask and by comparisons, a bool mask input, arange < length, token
 ids into nn.Embedding) exported as SELECT_V2, LESS/GREATER/..., GATHER with
 BOOL and int32 tensors. int8 and a16w8 programs: TFLM's outputs and every
 op's output along the way equal the reference interpreter's bits, and the
-host firmware's; float32 programs (refused whole by export_tflite): each op
-alone, within float tolerance."""
+host firmware's; float32 programs (refused whole by export_tflite) and int8
+ones with a masked softmax (no TFLite form): these ops alone, within float
+tolerance."""
 
 from __future__ import annotations
 
@@ -72,11 +73,19 @@ def test_whole_program_matches_tflite_micro(name: str, quant: str, tmp_path: Pat
             assert np.array_equal(res.outputs[j][k], exp[k]), f"firmware: sample {k} output {j}"
 
 
-@pytest.mark.parametrize("name", ["masked_fill", "mask_input", "tokens", "embed"])
-def test_float_ops_alone_match_tflite_micro(name: str, tmp_path: Path) -> None:
-    pte, samples = _compile(tmp_path, name, "float32")
+# float32 programs, which export_tflite refuses whole, and int8 programs whose masked softmax has no TFLite form
+ALONE = [("masked_fill", "float32"), ("mask_input", "float32"), ("tokens", "float32"), ("embed", "float32"),
+         ("tokens", "int8"), ("key_padding", "int8")]
+
+
+@pytest.mark.parametrize("name,quant", ALONE)
+def test_ops_alone_match_tflite_micro(name: str, quant: str, tmp_path: Path) -> None:
+    pte, samples = _compile(tmp_path, name, quant)
     ops = schema.decode(pte)["ops"]
     wanted = {"MASKED_FILL", "COMPARE", "GATHER"} & CASES[name][1]
+    if quant != "float32":
+        with pytest.raises(ExportError, match=r"SOFTMAX_MASKED_S8 .*no TFLite operator"):
+            export_tflite(pte)
     assert wanted <= {op["code"] for op in ops}
     steps = trace(pte, samples[0])
     for i, op in enumerate(ops):
