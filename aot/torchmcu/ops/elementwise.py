@@ -98,8 +98,8 @@ KERNELS: tuple[Kernel, ...] = (
            doc="a / b, broadcast as ADD_F32 (BinaryParams)"),
     Kernel("DIV_S8", 89, "QuantDivArgs", "QuantDivParams", inplace=(0, 1), tflite=True,
            doc="a / b: TFLite's int8 DIV (QuantDivParams)"),
-    Kernel("MASKED_FILL", 106, "MaskedFillArgs", "MaskedFillParams", inplace=(0,),
+    Kernel("MASKED_FILL", 106, "MaskedFillArgs", "MaskedFillParams", inplace=(0,), tflite=True,
            doc="x (F32, I8, I16), mask (U8, broadcast to x) -> y: value (I8/I16: qvalue, raw) where mask != 0, else x"),
-    Kernel("COMPARE", 107, "CompareArgs", "CompareParams",
+    Kernel("COMPARE", 107, "CompareArgs", "CompareParams", tflite=True,
            doc="a, b (F32, I32 or U8; broadcast) -> y (U8, 1 or 0): a CompareParams.op b"),
 )

@@ -20,7 +20,7 @@ class Kernel:
     partitioners may claim). inplace: the inputs, by position, whose very
     bytes the output may be (the runtime's Kernel::inplace); an element-wise
     op only. tflite: the .tflite export has it (an `op_<code>` method of
-    export/tflite/ops.py). reference: its NumPy twin is in the family's
+    export/tflite/ops/<family>.py). reference: its NumPy twin is in the family's
     reference module (`OPS` of reference/<family>.py); False where the
     interpreter computes it itself. note, doc: its comments in program.fbs
     (a block before it, and its line's)."""

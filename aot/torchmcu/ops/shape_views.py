@@ -35,7 +35,7 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("COPY", 14, None, None, inplace=(0,), tflite=True),
     Kernel("PAD", 27, "PadArgs", "PadParams", tflite=True,
            doc="any dtype (F32, I8): constant padding per physical dim"),
-    Kernel("GATHER", 108, "GatherArgs", None,
+    Kernel("GATHER", 108, "GatherArgs", None, tflite=True,
            doc="table [rows, cols] (any dtype), ids (I32) -> y [count, cols]: nn.Embedding's rows (bad ids: zeros)"),
     Kernel("SLICE", 51, "SliceArgs", "SliceParams", tflite=True,
            note=("capture / views / shape (51..59)",

@@ -34,6 +34,15 @@ the builtin operator with the same integer arithmetic:
     TRANSPOSE_CONV2D_S8  TRANSPOSE_CONV (VALID or SAME, else VALID into a larger result and SLICE)
     RESIZE_NEAREST, RESIZE_BILINEAR_S8   RESIZE_NEAREST_NEIGHBOR, RESIZE_BILINEAR
     CONV2D_S8 grouped    SPLIT, one CONV_2D per group, CONCATENATION
+    MASKED_FILL          SELECT_V2 (F32, I8, I16: the value a constant at x's quantization, which the output
+                         shares)
+    COMPARE              LESS, LESS_EQUAL, GREATER, GREATER_EQUAL, EQUAL, NOT_EQUAL; of boolean operands
+                         only EQUAL / NOT_EQUAL (TFLite Micro's others have no BOOL kernel: ExportError)
+    GATHER               GATHER on axis 0 with int32 ids (an id outside the table: the kernel gives zeros,
+                         TFLite Micro fails the invocation)
+
+The program's U8 tensors are its booleans (1 or 0: masks, comparisons' results):
+TFLite BOOL tensors, the same bytes (run_tflite_micro gives them back as uint8).
 
 Fused activation ranges become TFLite's fused activations when
 CalculateActivationRangeQuantized gives the same bounds, else MAXIMUM/MINIMUM
@@ -219,8 +228,10 @@ def run_tflite_micro(tflite: bytes, inputs: list[np.ndarray], arena_size: int | 
                      tensors: list[int] | None = None) -> list[np.ndarray]:
     """Runs a .tflite model once in TensorFlow Lite Micro (the tflite-micro
     wheel's interpreter, reference kernels). inputs: one array per graph
-    input (reshaped to the input's shape). Returns the graph outputs, then
-    the values of `tensors` (TFLite tensor indices, all kept alive)."""
+    input (reshaped to the input's shape; a BOOL input's values != 0).
+    Returns the graph outputs, then the values of `tensors` (TFLite tensor
+    indices, all kept alive); BOOL values as the program holds them, uint8
+    1 or 0."""
     try:
         from tflite_micro.python.tflite_micro import runtime
     except ImportError as exc:  # pragma: no cover - the wheel is a test dependency
@@ -230,11 +241,13 @@ def run_tflite_micro(tflite: bytes, inputs: list[np.ndarray], arena_size: int | 
     it = runtime.Interpreter.from_bytes(bytes(tflite), arena_size=arena_size or max(1 << 22, 8 * len(tflite)),
                                         intrepreter_config=config)
     for i, x in enumerate(inputs):
-        shape = it.get_input_details(i)["shape"]
-        it.set_input(np.ascontiguousarray(np.asarray(x).reshape(shape)), i)
+        details = it.get_input_details(i)
+        x = np.asarray(x).reshape(details["shape"])
+        it.set_input(np.ascontiguousarray(x != 0 if details["dtype"] == np.bool_ else x), i)
     it.invoke()
     outs = [np.array(it.get_output(i)) for i in range(_output_count(tflite))]
-    return outs + [np.array(it.GetTensor(t, 0)["tensor_data"]) for t in (tensors or [])]
+    outs += [np.array(it.GetTensor(t, 0)["tensor_data"]) for t in (tensors or [])]
+    return [o.astype(np.uint8) if o.dtype == np.bool_ else o for o in outs]
 
 
 def _output_count(tflite: bytes) -> int:

@@ -24,7 +24,7 @@ class ExporterBase:
         (without data)."""
         t = self.p.tensors[tid]
         scale = zp = None
-        if t["dtype"] in ("I8", "I16", "U8") and t["scale"]:
+        if t["dtype"] in ("I8", "I16") and t["scale"]:
             scale, zp = float(t["scale"]), int(t["zero_point"])
         return self.w.add_tensor(name or t["name"], dims or t["dims"], TFL_DTYPE[t["dtype"]], scale, zp)
     def like(self, tid: int, suffix: str) -> int:
@@ -43,7 +43,7 @@ class ExporterBase:
     def constant(self, tid: int) -> int:
         t = self.p.tensors[tid]
         scale = zp = None
-        if t["dtype"] in ("I8", "U8", "I16") and t["scale"]:
+        if t["dtype"] in ("I8", "I16") and t["scale"]:
             scale, zp = float(t["scale"]), int(t["zero_point"])
         return self.const_tensor(t["name"], self.p.const(tid), TFL_DTYPE[t["dtype"]], scale, zp)
     def weights(self, tid: int, values: np.ndarray, scales: np.ndarray, qdim: int, int4: bool = True) -> int:

@@ -13,7 +13,8 @@ from ...errors import TorchMCUError
 from ...program import schema
 
 NP = {"F32": np.float32, "I8": np.int8, "I16": np.int16, "I32": np.int32, "U8": np.uint8, "I64": np.int64}
-TFL_DTYPE = {"F32": "float32", "I8": "int8", "I16": "int16", "I32": "int32", "U8": "uint8", "I64": "int64"}
+# U8 holds the program's booleans (1 or 0: masks, comparisons): TFLite's BOOL, the same bytes.
+TFL_DTYPE = {"F32": "float32", "I8": "int8", "I16": "int16", "I32": "int32", "U8": "bool", "I64": "int64"}
 
 
 class ExportError(TorchMCUError):
@@ -167,6 +168,9 @@ def verify_derived(pte: bytes) -> list[str]:
                     if t >= 0 and p.qparams(t) != p.qparams(out):
                         problems.append(f"{p.describe(i)}: input t{t} quantization {p.qparams(t)} differs from "
                                         f"the output's {p.qparams(out)} (TFLite would requantize)")
+        elif code == "MASKED_FILL" and p.tensors[out]["dtype"] in ("I8", "I16") and p.qparams(ins[0]) != p.qparams(out):
+            problems.append(f"{p.describe(i)}: input t{ins[0]} quantization {p.qparams(ins[0])} differs from the "
+                            f"output's {p.qparams(out)} (TFLite's SELECT_V2 copies the raw values)")
     return problems
 
 

@@ -73,6 +73,7 @@ _OPTIONS = {
     "SPLIT": "SplitOptions",
     "STRIDED_SLICE": "StridedSliceOptions",
     "BROADCAST_TO": None,
+    "GATHER": "GatherOptions",
     # element-wise, reductions, attention
     "DIV": "DivOptions",
     "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
