@@ -68,7 +68,16 @@ def _checked(out: Path, inputs: list[np.ndarray]) -> int:
     return int(res.inference_instructions())
 
 
-def kws_rows(boards: list[str], kernel_sets: list[str], root: Path) -> list[dict]:
+# The builds measured: (recurrent weights, kernels). torchmcu's default
+# (per-channel weights, its own kernels), TFLite's scheme on its own kernels,
+# and TFLite's scheme on CMSIS-NN (arm_lstm_unidirectional_s8/_s16; per-channel
+# programs' LSTMs run the portable kernel even in a cmsis-nn build, so that
+# pairing is not measured).
+BUILDS = [("per-channel", "portable"), ("per-gate", "portable"), ("per-gate", "cmsis-nn")]
+
+
+def kws_rows(boards: list[str], kernel_sets: list[str], root: Path, quants=("int8", "a16w8"),
+             forms=("sequence", "stream")) -> list[dict]:
     rows = []
     kws, example = zoo.make_lstm_kws()
     calib = zoo.calibration("lstm_kws", CALIBRATION)
@@ -78,24 +87,30 @@ def kws_rows(boards: list[str], kernel_sets: list[str], root: Path) -> list[dict
     stream_calib = stream_calibration(stream, sequences, stream_example[1:])
     x = zoo.calibration("lstm_kws", 1, seed=1)[0][0].numpy()
     for board in boards:
-        for quant in ("int8", "a16w8"):
-            for form in ("sequence", "stream"):
-                out = root / f"{board}_{quant}_{form}"
-                if form == "sequence":
-                    c = _compile(kws, example, board, out, quant, calib)
-                    inputs = [x[None]]
-                else:
-                    c = _compile(stream, stream_example, board, out, quant, stream_calib, state=2)
-                    inputs = [x.transpose(1, 0, 2)[:1, None]]  # one frame
-                mem = c.report["memory"]
-                state = (mem.get("state") or {}).get("bytes", 0)
-                for kernels in kernel_sets:
-                    build_firmware(out, kernels=kernels)
-                    rows.append({"model": f"lstm_kws ({form})", "board": board, "quant": quant, "kernels": kernels,
-                                 "instructions": _checked(out, inputs), "arena_bytes": mem["activation_bytes"],
-                                 "state_bytes": state, "ram_bytes": mem["activation_bytes"] + state,
-                                 "program_bytes": c.report["flash"]["program_bytes"]})
-                    print(rows[-1], flush=True)
+        for quant in quants:
+            for form in forms:
+                for weights in ("per-channel", "per-gate"):
+                    sets = [k for w, k in BUILDS if w == weights and k in kernel_sets]
+                    if not sets:
+                        continue
+                    out = root / f"{board}_{quant}_{form}_{weights}"
+                    if form == "sequence":
+                        c = _compile(kws, example, board, out, quant, calib, recurrent_weights=weights)
+                        inputs = [x[None]]
+                    else:
+                        c = _compile(stream, stream_example, board, out, quant, stream_calib, state=2,
+                                     recurrent_weights=weights)
+                        inputs = [x.transpose(1, 0, 2)[:1, None]]  # one frame
+                    mem = c.report["memory"]
+                    state = (mem.get("state") or {}).get("bytes", 0)
+                    for kernels in sets:
+                        build_firmware(out, kernels=kernels)
+                        rows.append({"model": f"lstm_kws ({form})", "board": board, "quant": quant,
+                                     "weights": weights, "kernels": kernels, "instructions": _checked(out, inputs),
+                                     "arena_bytes": mem["activation_bytes"], "state_bytes": state,
+                                     "ram_bytes": mem["activation_bytes"] + state,
+                                     "program_bytes": c.report["flash"]["program_bytes"]})
+                        print(rows[-1], flush=True)
     return rows
 
 

@@ -1,3 +1,4 @@
+#include "kernels/fast/recurrent/recurrent_s8.h"
 #include "kernels/portable/recurrent/recurrent.h"
 #include "kernels/portable/common/requantize.h"
 
@@ -236,6 +237,9 @@ int16_t tanh_s16(int32_t x, int32_t left_shift) {
 
 void lstm_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
              const int16_t* c0, int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q) {
+#if TMCU_S8_FAST
+  if (fast::lstm_s8(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, kSigmoidTable)) return;
+#endif
   lstm_int(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, -128, 127, false);
 }
 
@@ -310,6 +314,9 @@ void rnn_int(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, 
 
 void gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
             int8_t* y, const RecurrentShape& s, const GruQuant& q) {
+#if TMCU_S8_FAST
+  if (fast::gru_s8(x, w_ih, w_hh, bias, h0, y, s, q, kSigmoidTable)) return;
+#endif
   gru_int(x, w_ih, w_hh, bias, h0, y, s, q, -128, 127, false);
 }
 
