@@ -80,6 +80,11 @@ template <bool kZp>
   return vsetq_lane_s32(a3, r, 3);
 }
 
+// The first step's hidden side when h0 is absent.
+[[gnu::noinline]] int32x4_t rn_dots_zp(int32_t zp, const int8_t* w, int32_t n, int32_t rows) {
+  return rn_dots<true>(nullptr, int8_t(zp), w, n, rows);
+}
+
 [[gnu::always_inline]] inline int32x4_t rn_sat16(int32x4_t v) {
   return vmaxq_s32(vminq_s32(v, vdupq_n_s32(32767)), vdupq_n_s32(-32768));
 }
@@ -93,52 +98,126 @@ template <bool kZp>
   return vld1q_s32(a);
 }
 
-// requantize() of 4 lanes, any shift.
-[[gnu::always_inline]] inline int32x4_t rn_requant(int32x4_t acc, int32x4_t m, int32x4_t s) {
-  const int32x4_t up = vmaxq_s32(s, vdupq_n_s32(0));
-  if (vcmpneq_s32(vqshlq_s32(acc, up), vshlq_s32(acc, up)) != 0) return rn_requant_lanes(acc, m, s);
+// requantize() of 4 lanes; check: a shift may be positive (the lanes whose
+// x * 2^shift leaves int32 then take requantize() itself).
+[[gnu::always_inline]] inline int32x4_t rn_requant(int32x4_t acc, int32x4_t m, int32x4_t s, bool check) {
+  if (check) {
+    const int32x4_t up = vmaxq_s32(s, vdupq_n_s32(0));
+    if (vcmpneq_s32(vqshlq_s32(acc, up), vshlq_s32(acc, up)) != 0) return rn_requant_lanes(acc, m, s);
+  }
   return requant_v(acc, m, s);
 }
 
-// One gate's 4 lanes: gate_sum of its two requantized sides (recurrent_s8.cc).
-struct RnGateV {
-  const int8_t* x;
-  const int8_t* h;  // null: the zero point
-  int32_t I, H, G, zp;
-  const int32_t* bias;
-  const GateQuant* q;
-  // Requantized input side (and *gh the hidden side) of gate k, units j.. (rows lanes).
-  [[gnu::always_inline]] int32x4_t sides(const int8_t* w_ih, const int8_t* w_hh, int32_t k, int32_t j, int32_t rows,
-                  mve_pred16_t pr, int32x4_t* gh) const {
-    const int32_t row = k * H + j;
-    const int32x4_t ax = vqaddq_s32(rn_dots<false>(x, 0, w_ih + row * I, I, rows), vldrwq_z_s32(bias + row, pr));
-    const int8_t* wh = w_hh + row * H;
-    const int32x4_t dh = h != nullptr ? rn_dots<false>(h, 0, wh, H, rows) : rn_dots<true>(nullptr, int8_t(zp), wh, H, rows);
-    const int32x4_t ah = vqaddq_s32(dh, vldrwq_z_s32(bias + G + row, pr));
-    int32x4_t xm, xs, hm, hs;
-    if (q->per_row) {
-      xm = vldrwq_z_s32(q->x_multiplier + row, pr);
-      xs = vldrwq_z_s32(q->x_shift + row, pr);
-      hm = vldrwq_z_s32(q->h_multiplier + row, pr);
-      hs = vldrwq_z_s32(q->h_shift + row, pr);
+// The lanes of a block of units: the first `rows` (1..4; 4: unpredicated).
+struct RnLanes {
+  int32_t rows;
+  mve_pred16_t pr;
+  explicit RnLanes(int32_t n) : rows(n), pr(vctp32q(static_cast<uint32_t>(n))) {}
+  int32x4_t ld(const int32_t* p) const { return rows == 4 ? vldrwq_s32(p) : vldrwq_z_s32(p, pr); }
+  int32x4_t ld(const int16_t* p) const { return rows == 4 ? vldrhq_s32(p) : vldrhq_z_s32(p, pr); }
+  int32x4_t ld(const int8_t* p) const { return rows == 4 ? vldrbq_s32(p) : vldrbq_z_s32(p, pr); }
+  void st(int16_t* p, int32x4_t v) const {
+    if (rows == 4) {
+      vstrhq_s32(p, v);
     } else {
-      xm = vdupq_n_s32(q->x_multiplier[k]);
-      xs = vdupq_n_s32(q->x_shift[k]);
-      hm = vdupq_n_s32(q->h_multiplier[k]);
-      hs = vdupq_n_s32(q->h_shift[k]);
+      vstrhq_p_s32(p, v, pr);
     }
-    *gh = rn_requant(ah, hm, hs);
-    return rn_requant(ax, xm, xs);
   }
-  int32x4_t sum(int32x4_t gx, int32x4_t gh) const {
-    return q->per_row ? rn_sat16(vqaddq_s32(gx, gh)) : rn_sat16(vaddq_s32(rn_sat16(gx), rn_sat16(gh)));
-  }
-  int32x4_t pre(const int8_t* w_ih, const int8_t* w_hh, int32_t k, int32_t j, int32_t rows, mve_pred16_t pr) const {
-    int32x4_t gh;
-    const int32x4_t gx = sides(w_ih, w_hh, k, j, rows, pr, &gh);
-    return sum(gx, gh);
+  void st(int8_t* p, int32x4_t v) const {
+    if (rows == 4) {
+      vstrbq_s32(p, v);
+    } else {
+      vstrbq_p_s32(p, v, pr);
+    }
   }
 };
+
+// One step of one batch row: its input, previous hidden state (null: the
+// zero point) and the op's weights, bias [2][G*H] and gate requantization.
+struct RnStep {
+  const int8_t* x;
+  const int8_t* h;
+  const int8_t* w_ih;
+  const int8_t* w_hh;
+  const int32_t* bias;
+  const GateQuant* q;
+  int32_t I, H, G, zp;
+  bool check_x, check_h;  // rn_requant's check, per side (rn_side_check)
+};
+
+// gate_sum (recurrent_s8.cc) of 4 lanes.
+template <bool kPerRow>
+[[gnu::always_inline]] inline int32x4_t rn_sum(int32x4_t gx, int32x4_t gh) {
+  return kPerRow ? rn_sat16(vqaddq_s32(gx, gh)) : rn_sat16(vaddq_s32(rn_sat16(gx), rn_sat16(gh)));
+}
+
+// Units per pass of a step: the pass's pre-activations wait on the stack,
+// [G][kRnChunk] int16.
+constexpr int32_t kRnChunk = 64;
+
+// One gate's rows of a pass: their weights, bias and requantization from
+// the pass's first row on (per gate: the gate's one multiplier and shift).
+struct RnRows {
+  const int8_t* wx;
+  const int8_t* wh;
+  const int32_t* bx;
+  const int32_t* bh;
+  const int32_t* xm;
+  const int32_t* xs;
+  const int32_t* hm;
+  const int32_t* hs;
+};
+
+// Gate rows r.. (l.rows of them) of a pass: both sides requantized (*gh the
+// hidden one).
+template <bool kPerRow>
+[[gnu::always_inline]] inline int32x4_t rn_sides(const RnStep& st, const RnRows& g, int32_t r, const RnLanes& l,
+                                                 int32x4_t* gh) {
+  const int32x4_t ax = vqaddq_s32(rn_dots<false>(st.x, 0, g.wx + r * st.I, st.I, l.rows), l.ld(g.bx + r));
+  const int8_t* wh = g.wh + r * st.H;
+  const int32x4_t dh = st.h != nullptr ? rn_dots<false>(st.h, 0, wh, st.H, l.rows) : rn_dots_zp(st.zp, wh, st.H, l.rows);
+  const int32x4_t ah = vqaddq_s32(dh, l.ld(g.bh + r));
+  const int32x4_t hm = kPerRow ? l.ld(g.hm + r) : vdupq_n_s32(*g.hm);
+  const int32x4_t hs = kPerRow ? l.ld(g.hs + r) : vdupq_n_s32(*g.hs);
+  *gh = rn_requant(ah, hm, hs, st.check_h);
+  const int32x4_t xm = kPerRow ? l.ld(g.xm + r) : vdupq_n_s32(*g.xm);
+  const int32x4_t xs = kPerRow ? l.ld(g.xs + r) : vdupq_n_s32(*g.xs);
+  return rn_requant(ax, xm, xs, st.check_x);
+}
+
+template <bool kPerRow>
+[[gnu::always_inline]] inline void rn_gate_group(const RnStep& st, const RnRows& g, int32_t r, const RnLanes& l,
+                                                 int16_t* pre, int32_t* xn) {
+  int32x4_t gh;
+  const int32x4_t gx = rn_sides<kPerRow>(st, g, r, l, &gh);
+  if (xn == nullptr) {
+    l.st(pre + r, rn_sum<kPerRow>(gx, gh));
+  } else {
+    l.st(pre + r, rn_sat16(gh));
+    const int32x4_t v = vmaxq_s32(vminq_s32(gx, vdupq_n_s32(1 << 17)), vdupq_n_s32(-(1 << 17)));
+    if (l.rows == 4) {
+      vstrwq_s32(xn + r, v);
+    } else {
+      vstrwq_p_s32(xn + r, v, l.pr);
+    }
+  }
+}
+
+// Gate k's pre-activations (gate_sum) of units [j0, j0 + n) into pre[0, n);
+// with xn (the GRU's n gate) its sides instead: the hidden side saturated in
+// pre, the input side in xn clamped to +-2^17 (which leaves gate_sum with
+// any int16 unchanged).
+template <bool kPerRow>
+[[gnu::noinline]] void rn_gate_rows(const RnStep& st, int32_t k, int32_t j0, int32_t n, int16_t* pre, int32_t* xn) {
+  const int32_t row = k * st.H + j0;
+  const GateQuant& q = *st.q;
+  const int32_t e = kPerRow ? row : k;
+  const RnRows g{st.w_ih + row * st.I, st.w_hh + row * st.H, st.bias + row, st.bias + st.G + row,
+                 q.x_multiplier + e, q.x_shift + e, q.h_multiplier + e, q.h_shift + e};
+  int32_t r = 0;
+  for (; r + 4 <= n; r += 4) rn_gate_group<kPerRow>(st, g, r, RnLanes(4), pre, xn);
+  if (r < n) rn_gate_group<kPerRow>(st, g, r, RnLanes(n - r), pre, xn);
+}
 
 // sigmoid_s16(x, 0) of 4 lanes in the int16 range (|3x| >> 9 <= 192: the
 // table's top is never reached).
@@ -170,6 +249,114 @@ struct RnGateV {
   return vshrq_n_s32(vpselq_s32(pos, neg, vcmpgeq_n_s32(v, 0)), 8);  // in the int16 range
 }
 
+// The largest shift of s[0, n), at least 0.
+inline int32_t rn_max_up(const int32_t* s, int32_t n) {
+  int32_t top = 0, k = 0;
+  for (; k + 4 <= n; k += 4) top = vmaxvq_s32(top, vldrwq_s32(s + k));
+  for (; k < n; ++k) top = s[k] > top ? s[k] : top;
+  return top;
+}
+
+// Whether rn_requant must check one side's accumulators: a shift of its n
+// requantizations is positive and |bias| + K * 128 * 128 (bias [rows])
+// shifted by it may leave int32.
+inline bool rn_side_check(const int32_t* shift, int32_t n, const int32_t* bias, int32_t rows, int32_t K) {
+  const int32_t up = rn_max_up(shift, n);
+  if (up == 0) return false;
+  uint32_t top = 0;
+  int32_t k = 0;
+  for (; k + 4 <= rows; k += 4) top = vmaxavq_s32(top, vldrwq_s32(bias + k));
+  for (; k < rows; ++k) {
+    const uint32_t a = bias[k] < 0 ? 0u - uint32_t(bias[k]) : uint32_t(bias[k]);
+    top = a > top ? a : top;
+  }
+  return ((int64_t(top) + int64_t(K) * 128 * 128) << up) > INT32_MAX;
+}
+
+// The LSTM's elementwise constants, as lanes.
+struct RnLstm {
+  int32x4_t sh_fc, sh_ig, sh_q312, sh_state;  // the fine cell's rounding shifts (Cell), as VRSHL counts
+  int32x4_t om, os, fm, fs, cm, cs;
+  int32_t lim, clip, cell_left, zp, lo, hi;
+  explicit RnLstm(const LstmQuant& q) {
+    const int32_t p = q.cell_scale_power;
+    const int32_t e = p < -12 ? p : -12;
+    sh_fc = vdupq_n_s32(-(15 + e - p));
+    sh_ig = vdupq_n_s32(-(30 + e));
+    sh_q312 = vdupq_n_s32(12 + e);
+    sh_state = vdupq_n_s32(e - p);
+    om = vdupq_n_s32(q.output_multiplier);
+    os = vdupq_n_s32(q.output_shift);
+    fm = vdupq_n_s32(q.forget_multiplier);
+    fs = vdupq_n_s32(q.forget_shift);
+    cm = vdupq_n_s32(q.cell_multiplier);
+    cs = vdupq_n_s32(q.cell_shift);
+    lim = q.cell_clip << (p - e);
+    clip = q.cell_clip;
+    cell_left = p + 12;
+    zp = q.output_offset;
+    lo = -128 - zp;
+    hi = 127 - zp;
+  }
+};
+
+// Units j.. of one LSTM step: gates, cell cb[j..] and output yt[j..].
+// Units j.. of one LSTM step from their pre-activations (pre [4][kRnChunk]
+// at the block): cell cb[j..] and output yt[j..].
+template <bool kPerRow>
+[[gnu::always_inline]] inline void rn_lstm_block(const int16_t* pre, const RnLstm& k, int32_t j, const RnLanes& l,
+                                                 int16_t* cb, int8_t* yt, const uint16_t* table) {
+  const int32x4_t f = rn_sigmoid(l.ld(pre + kRnChunk), table);
+  const int32x4_t i = rn_sigmoid(l.ld(pre), table);
+  const int32x4_t g = rn_tanh(l.ld(pre + 2 * kRnChunk), 0, table);
+  const int32x4_t cell = l.ld(cb + j);
+  int32x4_t tc, cv;
+  if (kPerRow) {
+    int32x4_t v = vaddq_s32(vrshlq_s32(vmulq_s32(f, cell), k.sh_fc), vrshlq_s32(vmulq_s32(i, g), k.sh_ig));
+    if (k.clip > 0) v = vmaxq_s32(vminq_s32(v, vdupq_n_s32(k.lim)), vdupq_n_s32(-k.lim));
+    tc = rn_tanh(rn_sat16(vrshlq_s32(v, k.sh_q312)), 0, table);
+    cv = rn_sat16(vrshlq_s32(v, k.sh_state));
+  } else {
+    cv = rn_sat16(requant_v(vmulq_s32(f, cell), k.fm, k.fs));
+    cv = rn_sat16(vaddq_s32(cv, rn_sat16(requant_v(vmulq_s32(i, g), k.cm, k.cs))));
+    if (k.clip > 0) cv = vmaxq_s32(vminq_s32(cv, vdupq_n_s32(k.clip)), vdupq_n_s32(-k.clip));
+    tc = rn_tanh(cv, k.cell_left, table);
+  }
+  l.st(cb + j, cv);
+  const int32x4_t o = rn_sigmoid(l.ld(pre + 3 * kRnChunk), table);
+  const int32x4_t h = requant_v(vmulq_s32(tc, o), k.om, k.os);
+  l.st(yt + j, vaddq_n_s32(vminq_s32(vmaxq_s32(h, vdupq_n_s32(k.lo)), vdupq_n_s32(k.hi)), k.zp));
+}
+
+template <bool kPerRow>
+void rn_lstm(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
+             int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q, const uint16_t* table) {
+  const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size, G = 4 * H;
+  const int32_t first = s.reverse ? s.time_steps - 1 : 0;
+  const int32_t dir = s.reverse ? -1 : 1;
+  const RnLstm k(q);
+  const int32_t nq = q.gates.per_row ? G : 4;
+  const bool check_x = rn_side_check(q.gates.x_shift, nq, bias, G, I);
+  const bool check_h = rn_side_check(q.gates.h_shift, nq, bias + G, G, H);
+  for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
+    const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
+    for (int32_t b = 0; b < Bt; ++b) {
+      const RnStep st{x + (t * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, w_ih, w_hh, bias, &q.gates,
+                      I, H, G, q.output_offset, check_x, check_h};
+      int8_t* yt = y + (t * Bt + b) * H;
+      int16_t* cb = c + b * H;
+      for (int32_t j0 = 0; j0 < H; j0 += kRnChunk) {
+        const int32_t n = H - j0 < kRnChunk ? H - j0 : kRnChunk;
+        int16_t pre[4 * kRnChunk];
+        for (int32_t g = 0; g < 4; ++g) rn_gate_rows<kPerRow>(st, g, j0, n, pre + g * kRnChunk, nullptr);
+        int32_t u = 0;
+        for (; u + 4 <= n; u += 4) rn_lstm_block<kPerRow>(pre + u, k, j0 + u, RnLanes(4), cb, yt, table);
+        if (u < n) rn_lstm_block<kPerRow>(pre + u, k, j0 + u, RnLanes(n - u), cb, yt, table);
+      }
+    }
+  }
+}
+
 inline bool rn_shift_down(int32_t s) { return s <= 0; }
 
 bool lstm_s8_mve(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
@@ -179,91 +366,82 @@ bool lstm_s8_mve(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const 
                                                               !rn_shift_down(q.cell_shift)))) {
     return false;
   }
-  const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size, G = 4 * H;
-  for (int32_t k = 0; k < Bt * H; ++k) c[k] = c0 != nullptr ? c0[k] : 0;
-  const int32_t first = s.reverse ? s.time_steps - 1 : 0;
-  const int32_t dir = s.reverse ? -1 : 1;
-  const int32_t p = q.cell_scale_power;
-  const int32_t e = p < -12 ? p : -12;
-  // The fine cell's rounding shifts (recurrent_s8.cc Cell), as VRSHL counts.
-  const int32x4_t sh_fc = vdupq_n_s32(-(15 + e - p)), sh_ig = vdupq_n_s32(-(30 + e));
-  const int32x4_t sh_q312 = vdupq_n_s32(12 + e), sh_state = vdupq_n_s32(e - p);
-  const int32_t lim = q.cell_clip << (p - e);
-  const int32x4_t om = vdupq_n_s32(q.output_multiplier), os = vdupq_n_s32(q.output_shift);
-  const int32x4_t fm = vdupq_n_s32(q.forget_multiplier), fs = vdupq_n_s32(q.forget_shift);
-  const int32x4_t cm = vdupq_n_s32(q.cell_multiplier), cs = vdupq_n_s32(q.cell_shift);
-  const int32_t lo = -128 - q.output_offset, hi = 127 - q.output_offset;
-  for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
-    const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
-    for (int32_t b = 0; b < Bt; ++b) {
-      const RnGateV gate{x + (t * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, I, H, G, q.output_offset,
-                         bias, &q.gates};
-      int8_t* yt = y + (t * Bt + b) * H;
-      int16_t* cb = c + b * H;
-      for (int32_t j = 0; j < H; j += 4) {
-        const int32_t rows = H - j < 4 ? H - j : 4;
-        const mve_pred16_t pr = vctp32q(static_cast<uint32_t>(rows));
-        const int32x4_t f = rn_sigmoid(gate.pre(w_ih, w_hh, 1, j, rows, pr), table);
-        const int32x4_t i = rn_sigmoid(gate.pre(w_ih, w_hh, 0, j, rows, pr), table);
-        const int32x4_t g = rn_tanh(gate.pre(w_ih, w_hh, 2, j, rows, pr), 0, table);
-        const int32x4_t cell = vldrhq_z_s32(cb + j, pr);
-        int32x4_t tc, cv;
-        if (q.gates.per_row) {
-          int32x4_t v = vaddq_s32(vrshlq_s32(vmulq_s32(f, cell), sh_fc), vrshlq_s32(vmulq_s32(i, g), sh_ig));
-          if (q.cell_clip > 0) v = vmaxq_s32(vminq_s32(v, vdupq_n_s32(lim)), vdupq_n_s32(-lim));
-          tc = rn_tanh(rn_sat16(vrshlq_s32(v, sh_q312)), 0, table);
-          cv = rn_sat16(vrshlq_s32(v, sh_state));
-        } else {
-          cv = rn_sat16(requant_v(vmulq_s32(f, cell), fm, fs));
-          cv = rn_sat16(vaddq_s32(cv, rn_sat16(requant_v(vmulq_s32(i, g), cm, cs))));
-          if (q.cell_clip > 0) cv = vmaxq_s32(vminq_s32(cv, vdupq_n_s32(q.cell_clip)), vdupq_n_s32(-q.cell_clip));
-          tc = rn_tanh(cv, p + 12, table);
-        }
-        vstrhq_p_s32(cb + j, cv, pr);
-        const int32x4_t o = rn_sigmoid(gate.pre(w_ih, w_hh, 3, j, rows, pr), table);
-        const int32x4_t h = requant_v(vmulq_s32(tc, o), om, os);
-        const int32x4_t hv = vminq_s32(vmaxq_s32(h, vdupq_n_s32(lo)), vdupq_n_s32(hi));
-        vstrbq_p_s32(yt + j, vaddq_n_s32(hv, q.output_offset), pr);
-      }
-    }
+  const int32_t nc = s.batch * s.hidden_size;
+  for (int32_t k = 0; k < nc; k += 8) {
+    const mve_pred16_t p = vctp16q(static_cast<uint32_t>(nc - k));
+    vstrhq_p_s16(c + k, c0 != nullptr ? vldrhq_z_s16(c0 + k, p) : vdupq_n_s16(0), p);
+  }
+  if (q.gates.per_row) {
+    rn_lstm<true>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
+  } else {
+    rn_lstm<false>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
   }
   return true;
 }
 
-bool gru_s8_mve(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-                int8_t* y, const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
-  // The blend's two terms then stay below 2^30 and 2^31 - 2^30: their sum fits.
-  if (!rn_shift_down(q.rh_shift) || q.blend_n_shift >= 0 || q.blend_h_shift >= 0) return false;
+// The GRU's elementwise constants, as lanes.
+struct RnGru {
+  int32x4_t rm, rs, nm, ns, bm, bs;
+  int32_t zp, lo, hi;
+  explicit RnGru(const GruQuant& q)
+      : rm(vdupq_n_s32(q.rh_multiplier)), rs(vdupq_n_s32(q.rh_shift)), nm(vdupq_n_s32(q.blend_n_multiplier)),
+        ns(vdupq_n_s32(q.blend_n_shift)), bm(vdupq_n_s32(q.blend_h_multiplier)), bs(vdupq_n_s32(q.blend_h_shift)),
+        zp(q.output_offset), lo(-128 - q.output_offset), hi(127 - q.output_offset) {}
+};
+
+// Units j.. of one GRU step from their pre-activations (pre [3][kRnChunk]
+// at the block: r, z, hn; xn [kRnChunk]), h the previous hidden state.
+template <bool kPerRow>
+[[gnu::always_inline]] inline void rn_gru_block(const int16_t* pre, const int32_t* xn, const RnStep& st,
+                                                const RnGru& k, int32_t j, const RnLanes& l, int8_t* yt,
+                                                const uint16_t* table) {
+  const int32x4_t r = rn_sigmoid(l.ld(pre), table);
+  const int32x4_t z = rn_sigmoid(l.ld(pre + kRnChunk), table);
+  const int32x4_t rhn = rn_sat16(requant_v(vmulq_s32(r, l.ld(pre + 2 * kRnChunk)), k.rm, k.rs));
+  const int32x4_t nn = rn_tanh(rn_sum<kPerRow>(l.ld(xn), rhn), 0, table);
+  const int32x4_t hprev = st.h != nullptr ? vsubq_n_s32(l.ld(st.h + j), k.zp) : vdupq_n_s32(0);
+  const int32x4_t blend = vaddq_s32(requant_v(vmulq_s32(vsubq_s32(vdupq_n_s32(32768), z), nn), k.nm, k.ns),
+                                    requant_v(vmulq_s32(z, hprev), k.bm, k.bs));
+  l.st(yt + j, vaddq_n_s32(vminq_s32(vmaxq_s32(blend, vdupq_n_s32(k.lo)), vdupq_n_s32(k.hi)), k.zp));
+}
+
+template <bool kPerRow>
+void rn_gru(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
+            int8_t* y, const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
   const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size, G = 3 * H;
   const int32_t first = s.reverse ? s.time_steps - 1 : 0;
   const int32_t dir = s.reverse ? -1 : 1;
-  const int32_t zp = q.output_offset;
-  const int32x4_t rm = vdupq_n_s32(q.rh_multiplier), rs = vdupq_n_s32(q.rh_shift);
-  const int32x4_t nm = vdupq_n_s32(q.blend_n_multiplier), ns = vdupq_n_s32(q.blend_n_shift);
-  const int32x4_t bm = vdupq_n_s32(q.blend_h_multiplier), bs = vdupq_n_s32(q.blend_h_shift);
-  const int32_t lo = -128 - zp, hi = 127 - zp;
+  const RnGru k(q);
+  const int32_t nq = q.gates.per_row ? G : 3;
+  const bool check_x = rn_side_check(q.gates.x_shift, nq, bias, G, I);
+  const bool check_h = rn_side_check(q.gates.h_shift, nq, bias + G, G, H);
   for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
     const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
     for (int32_t b = 0; b < Bt; ++b) {
-      const int8_t* hb = hp != nullptr ? hp + b * H : nullptr;
-      const RnGateV gate{x + (t * Bt + b) * I, hb, I, H, G, zp, bias, &q.gates};
+      const RnStep st{x + (t * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, w_ih, w_hh, bias, &q.gates,
+                      I, H, G, q.output_offset, check_x, check_h};
       int8_t* yt = y + (t * Bt + b) * H;
-      for (int32_t j = 0; j < H; j += 4) {
-        const int32_t rows = H - j < 4 ? H - j : 4;
-        const mve_pred16_t pr = vctp32q(static_cast<uint32_t>(rows));
-        const int32x4_t r = rn_sigmoid(gate.pre(w_ih, w_hh, 0, j, rows, pr), table);
-        const int32x4_t z = rn_sigmoid(gate.pre(w_ih, w_hh, 1, j, rows, pr), table);
-        int32x4_t gh;
-        const int32x4_t xn = gate.sides(w_ih, w_hh, 2, j, rows, pr, &gh);
-        const int32x4_t rhn = rn_sat16(requant_v(vmulq_s32(r, rn_sat16(gh)), rm, rs));
-        const int32x4_t nn = rn_tanh(gate.sum(xn, rhn), 0, table);
-        const int32x4_t hprev = hb != nullptr ? vsubq_n_s32(vldrbq_z_s32(hb + j, pr), zp) : vdupq_n_s32(0);
-        const int32x4_t blend = vaddq_s32(requant_v(vmulq_s32(vsubq_s32(vdupq_n_s32(32768), z), nn), nm, ns),
-                                          requant_v(vmulq_s32(z, hprev), bm, bs));
-        const int32x4_t hv = vminq_s32(vmaxq_s32(blend, vdupq_n_s32(lo)), vdupq_n_s32(hi));
-        vstrbq_p_s32(yt + j, vaddq_n_s32(hv, zp), pr);
+      for (int32_t j0 = 0; j0 < H; j0 += kRnChunk) {
+        const int32_t n = H - j0 < kRnChunk ? H - j0 : kRnChunk;
+        int16_t pre[3 * kRnChunk];
+        int32_t xn[kRnChunk];
+        for (int32_t g = 0; g < 3; ++g) rn_gate_rows<kPerRow>(st, g, j0, n, pre + g * kRnChunk, g == 2 ? xn : nullptr);
+        int32_t u = 0;
+        for (; u + 4 <= n; u += 4) rn_gru_block<kPerRow>(pre + u, xn + u, st, k, j0 + u, RnLanes(4), yt, table);
+        if (u < n) rn_gru_block<kPerRow>(pre + u, xn + u, st, k, j0 + u, RnLanes(n - u), yt, table);
       }
     }
+  }
+}
+
+bool gru_s8_mve(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
+                int8_t* y, const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
+  // The blend's two terms then stay below 2^29 + 1 and 2^30: their sum fits.
+  if (!rn_shift_down(q.rh_shift) || q.blend_n_shift >= 0 || q.blend_h_shift >= 0) return false;
+  if (q.gates.per_row) {
+    rn_gru<true>(x, w_ih, w_hh, bias, h0, y, s, q, table);
+  } else {
+    rn_gru<false>(x, w_ih, w_hh, bias, h0, y, s, q, table);
   }
   return true;
 }
