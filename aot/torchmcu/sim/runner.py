@@ -128,7 +128,7 @@ def parse_protocol(text: str, output_meta: list[dict[str, Any]]) -> tuple[dict[s
             info["sample_ticks"].append(int(fields["ticks"]))
             for k, meta in enumerate(output_meta):
                 raw = bytes.fromhex(fields[f"out{k}"])
-                dtype = np.int8 if meta.get("dtype") == "int8" else np.dtype("<f4")
+                dtype = {"int8": np.dtype(np.int8), "int16": np.dtype("<i2")}.get(meta.get("dtype"), np.dtype("<f4"))
                 outs[k].append(to_logical(np.frombuffer(raw, dtype=dtype).reshape(meta.get("dims", meta["shape"])),
                                           meta))
         elif kind == "done":
