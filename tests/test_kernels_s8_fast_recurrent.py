@@ -163,9 +163,10 @@ def test_recurrent_fast_paths_bit_exact_in_qemu(board: str, tmp_path) -> None:
     assert generic.exit_code == 0, generic.raw[-2000:]
     for name, got, want in zip(NAMES, generic.outputs, expected):
         np.testing.assert_array_equal(got, want, err_msg=name)
-    # The fast paths ran (the generic kernel's lanes are the oracle above).
+    # The fast paths ran: MVE's 4 units per vector, DSP's SMLAD products.
     fast, slow = res.kernel_instructions(), generic.kernel_instructions()
     ops = [c[0] for c in CASES]
+    bound = 0.5 if board == "mps3-an547" else 0.7
     for name in ("lstm_kws", "gru_kws"):
         i = ops.index(name)
-        assert fast[i] < 0.5 * slow[i], (board, name, fast[i], slow[i])
+        assert fast[i] < bound * slow[i], (board, name, fast[i], slow[i])

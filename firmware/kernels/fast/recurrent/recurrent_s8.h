@@ -28,8 +28,14 @@
 
 #if TMCU_S8_FAST
 
+#include <cstring>
+
 #include "kernels/portable/common/requantize.h"
 #include "kernels/portable/recurrent/recurrent.h"
+
+#if !TMCU_S8_MVE
+#include <arm_acle.h>
+#endif
 
 // Compiled for speed whatever the image's -O (see conv/conv2d_s8.h).
 #pragma GCC push_options
@@ -39,6 +45,10 @@ namespace torchmcu {
 namespace portable {
 namespace fast {
 namespace {
+
+// Units per pass of a step: the pass's pre-activations wait on the stack,
+// [G][kRnChunk] int16.
+constexpr int32_t kRnChunk = 64;
 
 #if TMCU_S8_MVE
 
@@ -150,10 +160,6 @@ template <bool kPerRow>
 [[gnu::always_inline]] inline int32x4_t rn_sum(int32x4_t gx, int32x4_t gh) {
   return kPerRow ? rn_sat16(vqaddq_s32(gx, gh)) : rn_sat16(vaddq_s32(rn_sat16(gx), rn_sat16(gh)));
 }
-
-// Units per pass of a step: the pass's pre-activations wait on the stack,
-// [G][kRnChunk] int16.
-constexpr int32_t kRnChunk = 64;
 
 // One gate's rows of a pass: their weights, bias and requantization from
 // the pass's first row on (per gate: the gate's one multiplier and shift).
@@ -448,7 +454,222 @@ bool gru_s8_mve(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const i
 
 #endif  // TMCU_S8_MVE
 
+#if !TMCU_S8_MVE
+
+[[gnu::always_inline]] inline int32_t rn_word(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Bytes 1 and 3 of v sign-extended to halfwords.
+[[gnu::always_inline]] inline int16x2_t rn_sxtb16_ror8(int32_t v) {
+  int16x2_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+  return r;
+}
+
+// acc + 4 bytes of a row against the input's 4 bytes as SXTB16 pairs.
+[[gnu::always_inline]] inline int32_t rn_mac4(int32_t acc, int16x2_t ve, int16x2_t vo, const int8_t* w) {
+  const int32_t u = rn_word(w);
+  return __smlad(vo, rn_sxtb16_ror8(u), __smlad(ve, __sxtb16(u), acc));
+}
+
+#endif  // !TMCU_S8_MVE
+
 }  // namespace
+
+#if !TMCU_S8_MVE
+/// The products of 4 weight rows `stride` apart (n int8s each) with v, by
+/// SMLAD: each 4 bytes of v expanded once for the 4 rows (the generic
+/// kernel's dot4 of recurrent_s8.cc; the sums wrap as the exact int32 ones).
+inline void dot4_s8(const int8_t* v, const int8_t* w, int32_t stride, int32_t n, int32_t* out) {
+  int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  const int8_t* w1 = w + stride;
+  const int8_t* w2 = w1 + stride;
+  const int8_t* w3 = w2 + stride;
+  int32_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const int32_t x = rn_word(v + k);
+    const int16x2_t ve = __sxtb16(x), vo = rn_sxtb16_ror8(x);
+    a0 = rn_mac4(a0, ve, vo, w + k);
+    a1 = rn_mac4(a1, ve, vo, w1 + k);
+    a2 = rn_mac4(a2, ve, vo, w2 + k);
+    a3 = rn_mac4(a3, ve, vo, w3 + k);
+  }
+  for (; k < n; ++k) {
+    const int32_t x = v[k];
+    a0 += x * w[k];
+    a1 += x * w1[k];
+    a2 += x * w2[k];
+    a3 += x * w3[k];
+  }
+  out[0] = a0;
+  out[1] = a1;
+  out[2] = a2;
+  out[3] = a3;
+}
+
+/// One row's product with v (the generic kernel's dot).
+inline int32_t dot_s8(const int8_t* v, const int8_t* w, int32_t n) {
+  int32_t a = 0, k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const int32_t x = rn_word(v + k);
+    a = rn_mac4(a, __sxtb16(x), rn_sxtb16_ror8(x), w + k);
+  }
+  for (; k < n; ++k) a += v[k] * w[k];
+  return a;
+}
+
+namespace {
+
+[[gnu::always_inline]] inline int32_t rn_sat16(int32_t v) { return __ssat(v, 16); }
+
+// (v + 2^(s-1)) >> s, or v for s = 0.
+[[gnu::always_inline]] inline int32_t rn_round_shift(int32_t v, int32_t s) {
+  return s > 0 ? (v + (1 << (s - 1))) >> s : v;
+}
+
+// zp times the sum of a row: its product with the hidden state at its zero point.
+inline int32_t rn_zp_dot(int32_t zp, const int8_t* w, int32_t n) {
+  int32_t a = 0;
+  for (int32_t k = 0; k < n; ++k) a += w[k];
+  return zp * a;
+}
+
+// One step's operands (as the MVE path's RnStep).
+struct RnDspStep {
+  const int8_t* x;
+  const int8_t* h;  // null: the zero point
+  const int8_t* w_ih;
+  const int8_t* w_hh;
+  const int32_t* bias;
+  const GateQuant* q;
+  int32_t I, H, G, zp;
+};
+
+// Gate k's pre-activations (gate_sum) of units [j0, j0 + n) into pre[0, n);
+// with xn (the GRU's n gate) its hidden side saturated in pre, the input
+// side clamped to +-2^17 in xn (as the MVE path).
+template <bool kPerRow>
+[[gnu::noinline]] void rn_rows_dsp(const RnDspStep& st, int32_t k, int32_t j0, int32_t n, int16_t* pre,
+                                   int32_t* xn) {
+  const int32_t I = st.I, H = st.H;
+  const GateQuant& q = *st.q;
+  for (int32_t r = 0; r < n; r += 4) {
+    const int32_t rows = n - r < 4 ? n - r : 4;
+    const int32_t row = k * H + j0 + r;
+    int32_t ax[4], ah[4];
+    if (rows == 4) {
+      dot4_s8(st.x, st.w_ih + row * I, I, I, ax);
+      if (st.h != nullptr) dot4_s8(st.h, st.w_hh + row * H, H, H, ah);
+    } else {
+      for (int32_t u = 0; u < rows; ++u) ax[u] = dot_s8(st.x, st.w_ih + (row + u) * I, I);
+      if (st.h != nullptr) {
+        for (int32_t u = 0; u < rows; ++u) ah[u] = dot_s8(st.h, st.w_hh + (row + u) * H, H);
+      }
+    }
+    if (st.h == nullptr) {
+      for (int32_t u = 0; u < rows; ++u) ah[u] = rn_zp_dot(st.zp, st.w_hh + (row + u) * H, H);
+    }
+    for (int32_t u = 0; u < rows; ++u) {
+      const int32_t e = kPerRow ? row + u : k;
+      const int32_t gx = s8::requantize(__qadd(st.bias[row + u], ax[u]), q.x_multiplier[e], q.x_shift[e]);
+      const int32_t gh = s8::requantize(__qadd(st.bias[st.G + row + u], ah[u]), q.h_multiplier[e], q.h_shift[e]);
+      if (xn != nullptr) {
+        pre[r + u] = int16_t(rn_sat16(gh));
+        xn[r + u] = gx < -(1 << 17) ? -(1 << 17) : (gx > (1 << 17) ? (1 << 17) : gx);
+      } else {
+        pre[r + u] = int16_t(kPerRow ? rn_sat16(__qadd(gx, gh)) : rn_sat16(rn_sat16(gx) + rn_sat16(gh)));
+      }
+    }
+  }
+}
+
+template <bool kPerRow>
+void rn_lstm_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
+                 int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q) {
+  const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size, G = 4 * H;
+  const int32_t first = s.reverse ? s.time_steps - 1 : 0;
+  const int32_t dir = s.reverse ? -1 : 1;
+  const int32_t p = q.cell_scale_power;
+  const int32_t e = p < -12 ? p : -12;
+  const int32_t sh_fc = 15 + e - p, sh_ig = 30 + e, sh_q312 = -12 - e, sh_state = p - e;
+  const int32_t lim = q.cell_clip << (p - e);
+  const int32_t zp = q.output_offset, lo = -128 - zp, hi = 127 - zp;
+  for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
+    const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
+    for (int32_t b = 0; b < Bt; ++b) {
+      const RnDspStep st{x + (t * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, w_ih, w_hh, bias, &q.gates,
+                         I, H, G, zp};
+      int8_t* yt = y + (t * Bt + b) * H;
+      int16_t* cb = c + b * H;
+      for (int32_t j0 = 0; j0 < H; j0 += kRnChunk) {
+        const int32_t m = H - j0 < kRnChunk ? H - j0 : kRnChunk;
+        int16_t pre[4 * kRnChunk];
+        for (int32_t g = 0; g < 4; ++g) rn_rows_dsp<kPerRow>(st, g, j0, m, pre + g * kRnChunk, nullptr);
+        for (int32_t u = 0; u < m; ++u) {
+          const int32_t f = sigmoid_s16(pre[kRnChunk + u], 0);
+          const int32_t i = sigmoid_s16(pre[u], 0);
+          const int32_t g = tanh_s16(pre[2 * kRnChunk + u], 0);
+          const int32_t cell = cb[j0 + u];
+          int32_t tc, cv;
+          if (kPerRow) {  // recurrent_s8.cc Cell, in 32 bits: |f c|, |i g| < 2^30, both shifts >= 1
+            int32_t v = rn_round_shift(f * cell, sh_fc) + rn_round_shift(i * g, sh_ig);
+            if (q.cell_clip > 0) v = v < -lim ? -lim : (v > lim ? lim : v);
+            tc = tanh_s16(rn_sat16(rn_round_shift(v, sh_q312)), 0);
+            cv = rn_sat16(rn_round_shift(v, sh_state));
+          } else {
+            cv = rn_sat16(s8::requantize(f * cell, q.forget_multiplier, q.forget_shift));
+            cv = rn_sat16(cv + rn_sat16(s8::requantize(i * g, q.cell_multiplier, q.cell_shift)));
+            if (q.cell_clip > 0) cv = cv < -q.cell_clip ? -q.cell_clip : (cv > q.cell_clip ? q.cell_clip : cv);
+            tc = tanh_s16(cv, p + 12);
+          }
+          cb[j0 + u] = int16_t(cv);
+          const int32_t o = sigmoid_s16(pre[3 * kRnChunk + u], 0);
+          const int32_t h = s8::requantize(tc * o, q.output_multiplier, q.output_shift);
+          yt[j0 + u] = int8_t((h < lo ? lo : (h > hi ? hi : h)) + zp);
+        }
+      }
+    }
+  }
+}
+
+template <bool kPerRow>
+void rn_gru_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
+                int8_t* y, const RecurrentShape& s, const GruQuant& q) {
+  const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size, G = 3 * H;
+  const int32_t first = s.reverse ? s.time_steps - 1 : 0;
+  const int32_t dir = s.reverse ? -1 : 1;
+  const int32_t zp = q.output_offset;
+  for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
+    const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
+    for (int32_t b = 0; b < Bt; ++b) {
+      const int8_t* hb = hp != nullptr ? hp + b * H : nullptr;
+      const RnDspStep st{x + (t * Bt + b) * I, hb, w_ih, w_hh, bias, &q.gates, I, H, G, zp};
+      int8_t* yt = y + (t * Bt + b) * H;
+      for (int32_t j0 = 0; j0 < H; j0 += kRnChunk) {
+        const int32_t m = H - j0 < kRnChunk ? H - j0 : kRnChunk;
+        int16_t pre[3 * kRnChunk];
+        int32_t xn[kRnChunk];
+        for (int32_t g = 0; g < 3; ++g) rn_rows_dsp<kPerRow>(st, g, j0, m, pre + g * kRnChunk, g == 2 ? xn : nullptr);
+        for (int32_t u = 0; u < m; ++u) {
+          const int32_t r = sigmoid_s16(pre[u], 0);
+          const int32_t z = sigmoid_s16(pre[kRnChunk + u], 0);
+          const int32_t rhn = rn_sat16(s8::requantize(r * pre[2 * kRnChunk + u], q.rh_multiplier, q.rh_shift));
+          const int32_t nn = tanh_s16(kPerRow ? rn_sat16(xn[u] + rhn) : rn_sat16(rn_sat16(xn[u]) + rhn), 0);
+          const int32_t hprev = hb != nullptr ? hb[j0 + u] - zp : 0;
+          const int64_t h = int64_t(zp) + s8::requantize((32768 - z) * nn, q.blend_n_multiplier, q.blend_n_shift) +
+                            s8::requantize(z * hprev, q.blend_h_multiplier, q.blend_h_shift);
+          yt[j0 + u] = int8_t(h < -128 ? -128 : (h > 127 ? 127 : h));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+#endif
 
 /// lstm_s8 and gru_s8 of recurrent.h; table: the sigmoid table
 /// (recurrent_s8.cc kSigmoidTable, 256 entries).
@@ -458,8 +679,14 @@ inline bool lstm_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, con
 #if TMCU_S8_MVE
   return lstm_s8_mve(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, table);
 #else
-  (void)x, (void)w_ih, (void)w_hh, (void)bias, (void)h0, (void)c0, (void)y, (void)c, (void)s, (void)q, (void)table;
-  return false;
+  (void)table;
+  for (int32_t k = 0; k < s.batch * s.hidden_size; ++k) c[k] = c0 != nullptr ? c0[k] : 0;
+  if (q.gates.per_row) {
+    rn_lstm_dsp<true>(x, w_ih, w_hh, bias, h0, y, c, s, q);
+  } else {
+    rn_lstm_dsp<false>(x, w_ih, w_hh, bias, h0, y, c, s, q);
+  }
+  return true;
 #endif
 }
 
@@ -468,8 +695,13 @@ inline bool gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, cons
 #if TMCU_S8_MVE
   return gru_s8_mve(x, w_ih, w_hh, bias, h0, y, s, q, table);
 #else
-  (void)x, (void)w_ih, (void)w_hh, (void)bias, (void)h0, (void)y, (void)s, (void)q, (void)table;
-  return false;
+  (void)table;
+  if (q.gates.per_row) {
+    rn_gru_dsp<true>(x, w_ih, w_hh, bias, h0, y, s, q);
+  } else {
+    rn_gru_dsp<false>(x, w_ih, w_hh, bias, h0, y, s, q);
+  }
+  return true;
 #endif
 }
 

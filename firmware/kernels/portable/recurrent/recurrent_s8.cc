@@ -71,6 +71,14 @@ int64_t dot(const A* a, const int8_t* w, int32_t n) {
   return acc;
 }
 
+#if TMCU_S8_DSP && !TMCU_S8_MVE
+// SMLAD (kernels/fast/recurrent/recurrent_s8.h).
+template <>
+int64_t dot<int8_t>(const int8_t* a, const int8_t* w, int32_t n) {
+  return fast::dot_s8(a, w, n);
+}
+#endif
+
 // Four weight rows `stride` apart against one vector, in one pass over it:
 // a unit's four gates.
 template <typename A>
@@ -92,6 +100,15 @@ void dot4(const A* a, const int8_t* w, int64_t stride, int32_t n, int64_t* out) 
   out[2] = a2;
   out[3] = a3;
 }
+
+#if TMCU_S8_DSP && !TMCU_S8_MVE
+template <>
+void dot4<int8_t>(const int8_t* a, const int8_t* w, int64_t stride, int32_t n, int64_t* out) {
+  int32_t acc[4];
+  fast::dot4_s8(a, w, int32_t(stride), n, acc);
+  for (int k = 0; k < 4; ++k) out[k] = acc[k];
+}
+#endif
 
 int64_t row_sum(const int8_t* w, int32_t n) {
   int64_t acc = 0;
