@@ -91,5 +91,12 @@ namespace fast {
 //   tabulated; MVE 16 elements per step).
 // - pool_resize/pool2d_s8.h: average pooling (exact int16 sums per block of
 //   at most 256 taps), max pooling (MVE VMAX, DSP SSUB8/SEL).
+// - recurrent/recurrent_s8.h: LSTM_S8 and GRU_S8, both weight schemes: a
+//   step's gate rows in one pass (MVE: 4 rows per VMLADAVA pass, requantized
+//   as one vector; DSP: SMLAD on the step's inputs expanded once), their
+//   int16 pre-activations on the stack, then the elementwise part (MVE: 4
+//   units per vector, sigmoid/tanh by table gathers). The generic recurrent
+//   kernels' int8 products take its SMLAD dots on DSP builds. The a16w8
+//   ops (LSTM_S16, GRU_S16) and RNN_S8 run the generic kernels.
 
 #endif  // TORCHMCU_KERNELS_FAST_FAST_H_
