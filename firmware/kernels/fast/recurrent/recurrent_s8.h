@@ -50,6 +50,28 @@ namespace {
 // [G][kRnChunk] int16.
 constexpr int32_t kRnChunk = 64;
 
+// The op's steps t (in its order) and batch rows b: pass(xt, h, yt, b) with
+// xt = x_t's row, h = h_{t-1}'s (null: h0 absent, at the first step), yt =
+// y_t's row; in each, chunk(j0, n) for the passes of n <= kRnChunk units.
+template <typename Pass>
+[[gnu::always_inline]] inline void rn_steps(const RecurrentShape& s, const int8_t* x, const int8_t* h0, int8_t* y,
+                                            const Pass& pass) {
+  const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size;
+  const int32_t first = s.reverse ? s.time_steps - 1 : 0;
+  const int32_t dir = s.reverse ? -1 : 1;
+  for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
+    const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
+    for (int32_t b = 0; b < Bt; ++b) {
+      pass(x + (t * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, y + (t * Bt + b) * H, b);
+    }
+  }
+}
+
+template <typename Chunk>
+[[gnu::always_inline]] inline void rn_chunks(int32_t H, const Chunk& chunk) {
+  for (int32_t j0 = 0; j0 < H; j0 += kRnChunk) chunk(j0, H - j0 < kRnChunk ? H - j0 : kRnChunk);
+}
+
 #if TMCU_S8_MVE
 
 // The products of `rows` (1..4) consecutive weight rows of n int8s with v
@@ -337,30 +359,22 @@ template <bool kPerRow>
 template <bool kPerRow>
 void rn_lstm(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
              int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q, const uint16_t* table) {
-  const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size, G = 4 * H;
-  const int32_t first = s.reverse ? s.time_steps - 1 : 0;
-  const int32_t dir = s.reverse ? -1 : 1;
+  const int32_t I = s.input_size, H = s.hidden_size, G = 4 * H;
   const RnLstm k(q);
   const int32_t nq = q.gates.per_row ? G : 4;
   const bool check_x = rn_side_check(q.gates.x_shift, nq, bias, G, I);
   const bool check_h = rn_side_check(q.gates.h_shift, nq, bias + G, G, H);
-  for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
-    const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
-    for (int32_t b = 0; b < Bt; ++b) {
-      const RnStep st{x + (t * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, w_ih, w_hh, bias, &q.gates,
-                      I, H, G, q.output_offset, check_x, check_h};
-      int8_t* yt = y + (t * Bt + b) * H;
-      int16_t* cb = c + b * H;
-      for (int32_t j0 = 0; j0 < H; j0 += kRnChunk) {
-        const int32_t n = H - j0 < kRnChunk ? H - j0 : kRnChunk;
-        int16_t pre[4 * kRnChunk];
-        for (int32_t g = 0; g < 4; ++g) rn_gate_rows<kPerRow>(st, g, j0, n, pre + g * kRnChunk, nullptr);
-        int32_t u = 0;
-        for (; u + 4 <= n; u += 4) rn_lstm_block<kPerRow>(pre + u, k, j0 + u, RnLanes(4), cb, yt, table);
-        if (u < n) rn_lstm_block<kPerRow>(pre + u, k, j0 + u, RnLanes(n - u), cb, yt, table);
-      }
-    }
-  }
+  rn_steps(s, x, h0, y, [&](const int8_t* xt, const int8_t* hb, int8_t* yt, int32_t b) {
+    const RnStep st{xt, hb, w_ih, w_hh, bias, &q.gates, I, H, G, q.output_offset, check_x, check_h};
+    int16_t* cb = c + b * H;
+    rn_chunks(H, [&](int32_t j0, int32_t n) {
+      int16_t pre[4 * kRnChunk];
+      for (int32_t g = 0; g < 4; ++g) rn_gate_rows<kPerRow>(st, g, j0, n, pre + g * kRnChunk, nullptr);
+      int32_t u = 0;
+      for (; u + 4 <= n; u += 4) rn_lstm_block<kPerRow>(pre + u, k, j0 + u, RnLanes(4), cb, yt, table);
+      if (u < n) rn_lstm_block<kPerRow>(pre + u, k, j0 + u, RnLanes(n - u), cb, yt, table);
+    });
+  });
 }
 
 inline bool rn_shift_down(int32_t s) { return s <= 0; }
@@ -414,30 +428,22 @@ template <bool kPerRow>
 template <bool kPerRow>
 void rn_gru(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
             int8_t* y, const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
-  const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size, G = 3 * H;
-  const int32_t first = s.reverse ? s.time_steps - 1 : 0;
-  const int32_t dir = s.reverse ? -1 : 1;
+  const int32_t I = s.input_size, H = s.hidden_size, G = 3 * H;
   const RnGru k(q);
   const int32_t nq = q.gates.per_row ? G : 3;
   const bool check_x = rn_side_check(q.gates.x_shift, nq, bias, G, I);
   const bool check_h = rn_side_check(q.gates.h_shift, nq, bias + G, G, H);
-  for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
-    const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
-    for (int32_t b = 0; b < Bt; ++b) {
-      const RnStep st{x + (t * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, w_ih, w_hh, bias, &q.gates,
-                      I, H, G, q.output_offset, check_x, check_h};
-      int8_t* yt = y + (t * Bt + b) * H;
-      for (int32_t j0 = 0; j0 < H; j0 += kRnChunk) {
-        const int32_t n = H - j0 < kRnChunk ? H - j0 : kRnChunk;
-        int16_t pre[3 * kRnChunk];
-        int32_t xn[kRnChunk];
-        for (int32_t g = 0; g < 3; ++g) rn_gate_rows<kPerRow>(st, g, j0, n, pre + g * kRnChunk, g == 2 ? xn : nullptr);
-        int32_t u = 0;
-        for (; u + 4 <= n; u += 4) rn_gru_block<kPerRow>(pre + u, xn + u, st, k, j0 + u, RnLanes(4), yt, table);
-        if (u < n) rn_gru_block<kPerRow>(pre + u, xn + u, st, k, j0 + u, RnLanes(n - u), yt, table);
-      }
-    }
-  }
+  rn_steps(s, x, h0, y, [&](const int8_t* xt, const int8_t* hb, int8_t* yt, int32_t) {
+    const RnStep st{xt, hb, w_ih, w_hh, bias, &q.gates, I, H, G, q.output_offset, check_x, check_h};
+    rn_chunks(H, [&](int32_t j0, int32_t n) {
+      int16_t pre[3 * kRnChunk];
+      int32_t xn[kRnChunk];
+      for (int32_t g = 0; g < 3; ++g) rn_gate_rows<kPerRow>(st, g, j0, n, pre + g * kRnChunk, g == 2 ? xn : nullptr);
+      int32_t u = 0;
+      for (; u + 4 <= n; u += 4) rn_gru_block<kPerRow>(pre + u, xn + u, st, k, j0 + u, RnLanes(4), yt, table);
+      if (u < n) rn_gru_block<kPerRow>(pre + u, xn + u, st, k, j0 + u, RnLanes(n - u), yt, table);
+    });
+  });
 }
 
 bool gru_s8_mve(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
@@ -672,96 +678,86 @@ template <bool kPerRow>
   }
 }
 
+// pass(st) for each step and batch row (rn_steps), with x_t and h_{t-1}
+// expanded when they fit kRnDspMax.
+template <typename Pass>
+[[gnu::always_inline]] inline void rn_steps_dsp(const RecurrentShape& s, const int8_t* x, const int8_t* h0, int8_t* y,
+                                                const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias,
+                                                const GateQuant& q, int32_t G, int32_t zp, const Pass& pass) {
+  const int32_t I = s.input_size, H = s.hidden_size;
+  rn_steps(s, x, h0, y, [&](const int8_t* xt, const int8_t* hb, int8_t* yt, int32_t b) {
+    int16x2_t xe[kRnDspMax / 2], he[kRnDspMax / 2];
+    const bool ex = I <= kRnDspMax, eh = hb != nullptr && H <= kRnDspMax;
+    if (ex) rn_expand(xt, I, xe);
+    if (eh) rn_expand(hb, H, he);
+    const RnDspStep st{xt, hb, ex ? xe : nullptr, eh ? he : nullptr, w_ih, w_hh, bias, &q, I, H, G, zp};
+    pass(st, yt, b);
+  });
+}
+
 template <bool kPerRow>
 void rn_lstm_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
                  int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q) {
-  const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size, G = 4 * H;
-  const int32_t first = s.reverse ? s.time_steps - 1 : 0;
-  const int32_t dir = s.reverse ? -1 : 1;
+  const int32_t H = s.hidden_size;
   const int32_t p = q.cell_scale_power;
   const int32_t e = p < -12 ? p : -12;
   const int32_t sh_fc = 15 + e - p, sh_ig = 30 + e, sh_q312 = -12 - e, sh_state = p - e;
   const int32_t lim = q.cell_clip << (p - e);
   const int32_t zp = q.output_offset, lo = -128 - zp, hi = 127 - zp;
-  for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
-    const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
-    for (int32_t b = 0; b < Bt; ++b) {
-      const int8_t* xt = x + (t * Bt + b) * I;
-      const int8_t* hb = hp != nullptr ? hp + b * H : nullptr;
-      int16x2_t xe[kRnDspMax / 2], he[kRnDspMax / 2];
-      if (I <= kRnDspMax) rn_expand(xt, I, xe);
-      if (hb != nullptr && H <= kRnDspMax) rn_expand(hb, H, he);
-      const RnDspStep st{xt, hb, I <= kRnDspMax ? xe : nullptr, hb != nullptr && H <= kRnDspMax ? he : nullptr,
-                         w_ih, w_hh, bias, &q.gates, I, H, G, zp};
-      int8_t* yt = y + (t * Bt + b) * H;
-      int16_t* cb = c + b * H;
-      for (int32_t j0 = 0; j0 < H; j0 += kRnChunk) {
-        const int32_t m = H - j0 < kRnChunk ? H - j0 : kRnChunk;
-        int16_t pre[4 * kRnChunk];
-        for (int32_t g = 0; g < 4; ++g) rn_rows_dsp<kPerRow>(st, g, j0, m, pre + g * kRnChunk, nullptr);
-        for (int32_t u = 0; u < m; ++u) {
-          const int32_t f = sigmoid_s16(pre[kRnChunk + u], 0);
-          const int32_t i = sigmoid_s16(pre[u], 0);
-          const int32_t g = tanh_s16(pre[2 * kRnChunk + u], 0);
-          const int32_t cell = cb[j0 + u];
-          int32_t tc, cv;
-          if (kPerRow) {  // recurrent_s8.cc Cell, in 32 bits: |f c|, |i g| < 2^30, both shifts >= 1
-            int32_t v = rn_round_shift(f * cell, sh_fc) + rn_round_shift(i * g, sh_ig);
-            if (q.cell_clip > 0) v = v < -lim ? -lim : (v > lim ? lim : v);
-            tc = tanh_s16(rn_sat16(rn_round_shift(v, sh_q312)), 0);
-            cv = rn_sat16(rn_round_shift(v, sh_state));
-          } else {
-            cv = rn_sat16(s8::requantize(f * cell, q.forget_multiplier, q.forget_shift));
-            cv = rn_sat16(cv + rn_sat16(s8::requantize(i * g, q.cell_multiplier, q.cell_shift)));
-            if (q.cell_clip > 0) cv = cv < -q.cell_clip ? -q.cell_clip : (cv > q.cell_clip ? q.cell_clip : cv);
-            tc = tanh_s16(cv, p + 12);
-          }
-          cb[j0 + u] = int16_t(cv);
-          const int32_t o = sigmoid_s16(pre[3 * kRnChunk + u], 0);
-          const int32_t h = s8::requantize(tc * o, q.output_multiplier, q.output_shift);
-          yt[j0 + u] = int8_t((h < lo ? lo : (h > hi ? hi : h)) + zp);
+  rn_steps_dsp(s, x, h0, y, w_ih, w_hh, bias, q.gates, 4 * H, zp, [&](const RnDspStep& st, int8_t* yt, int32_t b) {
+    int16_t* cb = c + b * H;
+    rn_chunks(H, [&](int32_t j0, int32_t m) {
+      int16_t pre[4 * kRnChunk];
+      for (int32_t g = 0; g < 4; ++g) rn_rows_dsp<kPerRow>(st, g, j0, m, pre + g * kRnChunk, nullptr);
+      for (int32_t u = 0; u < m; ++u) {
+        const int32_t f = sigmoid_s16(pre[kRnChunk + u], 0);
+        const int32_t i = sigmoid_s16(pre[u], 0);
+        const int32_t g = tanh_s16(pre[2 * kRnChunk + u], 0);
+        const int32_t cell = cb[j0 + u];
+        int32_t tc, cv;
+        if (kPerRow) {  // recurrent_s8.cc Cell, in 32 bits: |f c|, |i g| < 2^30, both shifts >= 1
+          int32_t v = rn_round_shift(f * cell, sh_fc) + rn_round_shift(i * g, sh_ig);
+          if (q.cell_clip > 0) v = v < -lim ? -lim : (v > lim ? lim : v);
+          tc = tanh_s16(rn_sat16(rn_round_shift(v, sh_q312)), 0);
+          cv = rn_sat16(rn_round_shift(v, sh_state));
+        } else {
+          cv = rn_sat16(s8::requantize(f * cell, q.forget_multiplier, q.forget_shift));
+          cv = rn_sat16(cv + rn_sat16(s8::requantize(i * g, q.cell_multiplier, q.cell_shift)));
+          if (q.cell_clip > 0) cv = cv < -q.cell_clip ? -q.cell_clip : (cv > q.cell_clip ? q.cell_clip : cv);
+          tc = tanh_s16(cv, p + 12);
         }
+        cb[j0 + u] = int16_t(cv);
+        const int32_t o = sigmoid_s16(pre[3 * kRnChunk + u], 0);
+        const int32_t h = s8::requantize(tc * o, q.output_multiplier, q.output_shift);
+        yt[j0 + u] = int8_t((h < lo ? lo : (h > hi ? hi : h)) + zp);
       }
-    }
-  }
+    });
+  });
 }
 
 template <bool kPerRow>
 void rn_gru_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
                 int8_t* y, const RecurrentShape& s, const GruQuant& q) {
-  const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size, G = 3 * H;
-  const int32_t first = s.reverse ? s.time_steps - 1 : 0;
-  const int32_t dir = s.reverse ? -1 : 1;
+  const int32_t H = s.hidden_size;
   const int32_t zp = q.output_offset;
-  for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
-    const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
-    for (int32_t b = 0; b < Bt; ++b) {
-      const int8_t* xt = x + (t * Bt + b) * I;
-      const int8_t* hb = hp != nullptr ? hp + b * H : nullptr;
-      int16x2_t xe[kRnDspMax / 2], he[kRnDspMax / 2];
-      if (I <= kRnDspMax) rn_expand(xt, I, xe);
-      if (hb != nullptr && H <= kRnDspMax) rn_expand(hb, H, he);
-      const RnDspStep st{xt, hb, I <= kRnDspMax ? xe : nullptr, hb != nullptr && H <= kRnDspMax ? he : nullptr,
-                         w_ih, w_hh, bias, &q.gates, I, H, G, zp};
-      int8_t* yt = y + (t * Bt + b) * H;
-      for (int32_t j0 = 0; j0 < H; j0 += kRnChunk) {
-        const int32_t m = H - j0 < kRnChunk ? H - j0 : kRnChunk;
-        int16_t pre[3 * kRnChunk];
-        int32_t xn[kRnChunk];
-        for (int32_t g = 0; g < 3; ++g) rn_rows_dsp<kPerRow>(st, g, j0, m, pre + g * kRnChunk, g == 2 ? xn : nullptr);
-        for (int32_t u = 0; u < m; ++u) {
-          const int32_t r = sigmoid_s16(pre[u], 0);
-          const int32_t z = sigmoid_s16(pre[kRnChunk + u], 0);
-          const int32_t rhn = rn_sat16(s8::requantize(r * pre[2 * kRnChunk + u], q.rh_multiplier, q.rh_shift));
-          const int32_t nn = tanh_s16(kPerRow ? rn_sat16(xn[u] + rhn) : rn_sat16(rn_sat16(xn[u]) + rhn), 0);
-          const int32_t hprev = hb != nullptr ? hb[j0 + u] - zp : 0;
-          const int64_t h = int64_t(zp) + s8::requantize((32768 - z) * nn, q.blend_n_multiplier, q.blend_n_shift) +
-                            s8::requantize(z * hprev, q.blend_h_multiplier, q.blend_h_shift);
-          yt[j0 + u] = int8_t(h < -128 ? -128 : (h > 127 ? 127 : h));
-        }
+  rn_steps_dsp(s, x, h0, y, w_ih, w_hh, bias, q.gates, 3 * H, zp, [&](const RnDspStep& st, int8_t* yt, int32_t) {
+    const int8_t* hb = st.h;
+    rn_chunks(H, [&](int32_t j0, int32_t m) {
+      int16_t pre[3 * kRnChunk];
+      int32_t xn[kRnChunk];
+      for (int32_t g = 0; g < 3; ++g) rn_rows_dsp<kPerRow>(st, g, j0, m, pre + g * kRnChunk, g == 2 ? xn : nullptr);
+      for (int32_t u = 0; u < m; ++u) {
+        const int32_t r = sigmoid_s16(pre[u], 0);
+        const int32_t z = sigmoid_s16(pre[kRnChunk + u], 0);
+        const int32_t rhn = rn_sat16(s8::requantize(r * pre[2 * kRnChunk + u], q.rh_multiplier, q.rh_shift));
+        const int32_t nn = tanh_s16(kPerRow ? rn_sat16(xn[u] + rhn) : rn_sat16(rn_sat16(xn[u]) + rhn), 0);
+        const int32_t hprev = hb != nullptr ? hb[j0 + u] - zp : 0;
+        const int64_t h = int64_t(zp) + s8::requantize((32768 - z) * nn, q.blend_n_multiplier, q.blend_n_shift) +
+                          s8::requantize(z * hprev, q.blend_h_multiplier, q.blend_h_shift);
+        yt[j0 + u] = int8_t(h < -128 ? -128 : (h > 127 ? 127 : h));
       }
-    }
-  }
+    });
+  });
 }
 
 }  // namespace
