@@ -1,5 +1,5 @@
 """The int8 fast paths of LSTM_S8 and GRU_S8
-(firmware/kernels/fast/recurrent/recurrent_s8.h) bit for bit against the
+(firmware/kernels/fast/recurrent/recurrent_s8.h; and LSTM_S16, GRU_S16 on MVE) bit for bit against the
 NumPy reference and the generic kernel (-DTMCU_S8_GENERIC), in QEMU on the
 M4 (mps2-an386), the M33 (mps2-an505) and the M55 (mps3-an547).
 
@@ -52,9 +52,15 @@ CASES = [
     ("gru_h66_loud", "gru", 2, 1, 16, 66, True, True, False, False, "loud"),
     ("gru_h5_up", "gru", 3, 2, 12, 5, True, True, False, True, "up"),
     ("gru_generic", "gru", 2, 1, 8, 9, True, True, False, False, "generic"),
+    # a16w8 (LSTM_S16, GRU_S16; MVE only: the DSP build runs the generic kernel).
+    ("lstm16_kws", "lstm16", 4, 1, 10, 64, True, True, True, False, "calib"),
+    ("lstm16_tail_per_gate", "lstm16", 3, 2, 37, 13, False, False, False, True, "calib"),
+    ("lstm16_h70_loud", "lstm16", 2, 1, 16, 70, True, True, True, False, "loud"),
+    ("gru16_kws", "gru16", 4, 1, 10, 48, True, True, False, False, "calib"),
+    ("gru16_h5_per_gate", "gru16", 3, 3, 20, 5, False, False, False, True, "loud"),
 ]
 # The program's outputs: each case's y, and the LSTMs' final cell state c.
-NAMES = [n for c in CASES for n in ([c[0], f"{c[0]}_c"] if c[1] == "lstm" else [c[0]])]
+NAMES = [n for c in CASES for n in ([c[0], f"{c[0]}_c"] if c[1].startswith("lstm") else [c[0]])]
 
 
 def _mults(g: np.random.Generator, n: int, lo: float, hi: float) -> tuple[list[int], list[int]]:
@@ -64,10 +70,19 @@ def _mults(g: np.random.Generator, n: int, lo: float, hi: float) -> tuple[list[i
 
 def add_case(b: Builder, a: Arena, case, g: np.random.Generator) -> tuple[int, list[int]]:
     name, kind, T, B, I, H, per_row, has_h0, has_c0, reverse, quant = case
-    G = 4 if kind == "lstm" else 3
-    zp = int(g.integers(-20, 21))
-    x = a.tensor(f"{name}_x", [T, B, I], 0.05, int(g.integers(-128, 128)))
-    y = a.tensor(f"{name}_y", [T, B, H], 2.0 ** -7, zp)
+    G = 4 if kind.startswith("lstm") else 3
+    wide = kind.endswith("16")  # a16w8: int16 activations at zero point 0, int64 bias
+    act, span = ("I16", 32768) if wide else ("I8", 128)
+    zp = 0 if wide else int(g.integers(-20, 21))
+
+    def tensor(tname: str, dims: list[int], scale: float, tzp: int) -> int:
+        t = b.arena(tname, act, dims, a.top, scale, tzp)
+        a.top = serialize._pad(a.top + b.tensors[t]["nbytes"])
+        b.arena_bytes = a.top
+        return t
+
+    x = tensor(f"{name}_x", [T, B, I], 0.05, 0 if wide else int(g.integers(-128, 128)))
+    y = tensor(f"{name}_y", [T, B, H], 2.0 ** -7, zp)
     reach = 3 if quant == "up" else 128  # "up": small products, which multipliers above 1 leave in range
     qi = g.integers(-reach + 1, reach, (G * H, I)).astype(np.int8)
     qh = g.integers(-reach + 1, reach, (G * H, H)).astype(np.int8)
@@ -76,7 +91,7 @@ def add_case(b: Builder, a: Arena, case, g: np.random.Generator) -> tuple[int, l
         far = g.random((2, G * H)) < 1 / 3
         bias = np.where(far, g.choice([-1, 1], (2, G * H)) * g.integers(2 ** 28, 2 ** 29, (2, G * H)),
                         g.integers(-300, 300, (2, G * H)))
-    bias = bias.astype(np.int32)
+    bias = (bias * 256).astype(np.int64) if wide else bias.astype(np.int32)
     n = G * H if per_row else G
     # Real multipliers: into Q3.12 for products of up to K * 127 * 128.
     scale = {"calib": 4.0, "clip": 4.0, "generic": 4.0, "loud": 60.0}.get(quant)
@@ -84,26 +99,28 @@ def add_case(b: Builder, a: Arena, case, g: np.random.Generator) -> tuple[int, l
         xm, xs = _mults(g, n, 2.0, 8.0)
         hm, hs = _mults(g, n, 2.0, 8.0)
     else:
-        xm, xs = _mults(g, n, scale / (30 * np.sqrt(I) * 128), scale / (np.sqrt(I) * 128))
-        hm, hs = _mults(g, n, scale / (30 * np.sqrt(H) * 128), scale / (np.sqrt(H) * 128))
-    if kind == "lstm":
-        power = int(g.integers(-15, 3 if per_row else -7))
+        xm, xs = _mults(g, n, scale / (30 * np.sqrt(I) * span), scale / (np.sqrt(I) * span))
+        hm, hs = _mults(g, n, scale / (30 * np.sqrt(H) * span), scale / (np.sqrt(H) * span))
+    if G == 4:
+        power = -12 if quant == "clip" else int(g.integers(-15, 3 if per_row else -7))
         p = R.lstm_params(1.0, 0, np.ones(4), 2.0 ** -7, zp, np.ones(4), power, reverse=reverse)
         if quant == "clip":
             p["cell_clip"] = 3000
         if quant == "generic":
             p["output_multiplier"], p["output_shift"] = 1 << 6, 2  # 2^-23 (the compiled value) by a positive shift
-        code, pt = "LSTM_S8", "QuantLstmParams"
+        code, pt = "LSTM_S16" if wide else "LSTM_S8", "QuantLstmParams"
     else:
         p = R.gru_params(1.0, 0, np.ones(3), 2.0 ** -7, zp, np.ones(3), reverse=reverse)
         if quant == "generic":
             p["blend_h_multiplier"], p["blend_h_shift"] = 1 << 16, 0  # 2^-15 (the compiled value) by shift 0
-        code, pt = "GRU_S8", "QuantGruParams"
+        code, pt = "GRU_S16" if wide else "GRU_S8", "QuantGruParams"
     p.update(x_multiplier=xm, x_shift=xs, h_multiplier=hm, h_shift=hs, input_offset=-b.tensors[x]["zero_point"])
-    ins = [x, b.const(f"{name}_wi", "I8", qi), b.const(f"{name}_wh", "I8", qh), b.const(f"{name}_b", "I32", bias)]
-    ins.append(b.const(f"{name}_h0", "I8", g.integers(-128, 128, (B, H)).astype(np.int8)) if has_h0 else -1)
+    ins = [x, b.const(f"{name}_wi", "I8", qi), b.const(f"{name}_wh", "I8", qh),
+           b.const(f"{name}_b", "I64" if wide else "I32", bias)]
+    ins.append(b.const(f"{name}_h0", act, g.integers(-span, span, (B, H)).astype(np.int16 if wide else np.int8))
+               if has_h0 else -1)
     outs = [y]
-    if kind == "lstm":
+    if G == 4:
         ins.append(b.const(f"{name}_c0", "I16", g.integers(-32768, 32768, (B, H)).astype(np.int16))
                    if has_c0 else -1)
         outs.append(b.arena(f"{name}_c", "I16", [B, H], a.top, 2.0 ** power, 0))
@@ -130,7 +147,9 @@ def program() -> tuple[dict, bytes]:
 
 def samples(tree: dict) -> list[list[np.ndarray]]:
     def one(t: int, sample: int) -> np.ndarray:
-        return np.random.default_rng([27, t, sample]).integers(-128, 128, tree["tensors"][t]["dims"], dtype=np.int8)
+        d = tree["tensors"][t]
+        dt, span = (np.int16, 32768) if d["dtype"] == "I16" else (np.int8, 128)
+        return np.random.default_rng([27, t, sample]).integers(-span, span, d["dims"], dtype=dt)
 
     return [[one(t, i) for t in tree["inputs"]] for i in range(SAMPLES)]
 
@@ -167,6 +186,6 @@ def test_recurrent_fast_paths_bit_exact_in_qemu(board: str, tmp_path) -> None:
     fast, slow = res.kernel_instructions(), generic.kernel_instructions()
     ops = [c[0] for c in CASES]
     bound = 0.5 if board == "mps3-an547" else 0.7
-    for name in ("lstm_kws", "gru_kws"):
+    for name in ("lstm_kws", "gru_kws") + (("lstm16_kws", "gru16_kws") if board == "mps3-an547" else ()):
         i = ops.index(name)
         assert fast[i] < bound * slow[i], (board, name, fast[i], slow[i])

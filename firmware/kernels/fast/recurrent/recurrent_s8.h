@@ -1,4 +1,6 @@
-// Fast paths of lstm_s8 and gru_s8 (see fast.h), included by
+// Fast paths of lstm_s8 and gru_s8, and on MVE of lstm_s16 and gru_s16
+// (a16w8: the gate rows' products by VMLALDAVA in 64 bits, requantize_s64
+// per row, then the int8 path's elementwise part) (see fast.h), included by
 // portable/recurrent/recurrent_s8.cc only; both weight schemes (per gate,
 // per row), the arithmetic of recurrent.h and reference/recurrent.py.
 //
@@ -53,14 +55,13 @@ constexpr int32_t kRnChunk = 64;
 // The op's steps t (in its order) and batch rows b: pass(xt, h, yt, b) with
 // xt = x_t's row, h = h_{t-1}'s (null: h0 absent, at the first step), yt =
 // y_t's row; in each, chunk(j0, n) for the passes of n <= kRnChunk units.
-template <typename Pass>
-[[gnu::always_inline]] inline void rn_steps(const RecurrentShape& s, const int8_t* x, const int8_t* h0, int8_t* y,
-                                            const Pass& pass) {
+template <typename A, typename Pass>
+[[gnu::always_inline]] inline void rn_steps(const RecurrentShape& s, const A* x, const A* h0, A* y, const Pass& pass) {
   const int32_t Bt = s.batch, I = s.input_size, H = s.hidden_size;
   const int32_t first = s.reverse ? s.time_steps - 1 : 0;
   const int32_t dir = s.reverse ? -1 : 1;
   for (int32_t n = 0, t = first; n < s.time_steps; ++n, t += dir) {
-    const int8_t* hp = t == first ? h0 : y + (t - dir) * Bt * H;
+    const A* hp = t == first ? h0 : y + (t - dir) * Bt * H;
     for (int32_t b = 0; b < Bt; ++b) {
       pass(x + (t * Bt + b) * I, hp != nullptr ? hp + b * H : nullptr, y + (t * Bt + b) * H, b);
     }
@@ -70,6 +71,24 @@ template <typename Pass>
 template <typename Chunk>
 [[gnu::always_inline]] inline void rn_chunks(int32_t H, const Chunk& chunk) {
   for (int32_t j0 = 0; j0 < H; j0 += kRnChunk) chunk(j0, H - j0 < kRnChunk ? H - j0 : kRnChunk);
+}
+
+[[gnu::always_inline]] inline int32_t rn_clamp(int64_t v, int32_t lim) {
+  return int32_t(v < -lim - 1 ? -lim - 1 : (v > lim ? lim : v));
+}
+
+// One row's two requantized sides, stored as a pass keeps them: the gate's
+// pre-activation (gate_sum) in *pre, or with xn (the GRU's n gate) the hidden
+// side saturated in *pre and the input side clamped to +-2^17 in *xn (which
+// leaves gate_sum with any int16 unchanged).
+template <bool kPerRow>
+[[gnu::always_inline]] inline void rn_store_sides(int32_t gx, int32_t gh, int16_t* pre, int32_t* xn) {
+  if (xn != nullptr) {
+    *pre = int16_t(rn_clamp(gh, 32767));
+    *xn = gx < -(1 << 17) ? -(1 << 17) : (gx > (1 << 17) ? (1 << 17) : gx);
+  } else {
+    *pre = int16_t(kPerRow ? rn_clamp(int64_t(gx) + gh, 32767) : rn_clamp(rn_clamp(gx, 32767) + rn_clamp(gh, 32767), 32767));
+  }
 }
 
 #if TMCU_S8_MVE
@@ -166,16 +185,19 @@ struct RnLanes {
 
 // One step of one batch row: its input, previous hidden state (null: the
 // zero point) and the op's weights, bias [2][G*H] and gate requantization.
-struct RnStep {
-  const int8_t* x;
-  const int8_t* h;
+template <typename A, typename B>
+struct RnStepT {
+  const A* x;
+  const A* h;
   const int8_t* w_ih;
   const int8_t* w_hh;
-  const int32_t* bias;
+  const B* bias;
   const GateQuant* q;
   int32_t I, H, G, zp;
   bool check_x, check_h;  // rn_requant's check, per side (rn_side_check)
 };
+using RnStep = RnStepT<int8_t, int32_t>;
+using RnStep16 = RnStepT<int16_t, int64_t>;  // a16w8 (check_x, check_h unused)
 
 // gate_sum (recurrent_s8.cc) of 4 lanes.
 template <bool kPerRow>
@@ -306,7 +328,7 @@ struct RnLstm {
   int32x4_t sh_fc, sh_ig, sh_q312, sh_state;  // the fine cell's rounding shifts (Cell), as VRSHL counts
   int32x4_t om, os, fm, fs, cm, cs;
   int32_t lim, clip, cell_left, zp, lo, hi;
-  explicit RnLstm(const LstmQuant& q) {
+  RnLstm(const LstmQuant& q, int32_t act_min, int32_t act_max) {
     const int32_t p = q.cell_scale_power;
     const int32_t e = p < -12 ? p : -12;
     sh_fc = vdupq_n_s32(-(15 + e - p));
@@ -323,17 +345,17 @@ struct RnLstm {
     clip = q.cell_clip;
     cell_left = p + 12;
     zp = q.output_offset;
-    lo = -128 - zp;
-    hi = 127 - zp;
+    lo = act_min - zp;
+    hi = act_max - zp;
   }
 };
 
 // Units j.. of one LSTM step: gates, cell cb[j..] and output yt[j..].
 // Units j.. of one LSTM step from their pre-activations (pre [4][kRnChunk]
 // at the block): cell cb[j..] and output yt[j..].
-template <bool kPerRow>
+template <bool kPerRow, typename A>
 [[gnu::always_inline]] inline void rn_lstm_block(const int16_t* pre, const RnLstm& k, int32_t j, const RnLanes& l,
-                                                 int16_t* cb, int8_t* yt, const uint16_t* table) {
+                                                 int16_t* cb, A* yt, const uint16_t* table) {
   const int32x4_t f = rn_sigmoid(l.ld(pre + kRnChunk), table);
   const int32x4_t i = rn_sigmoid(l.ld(pre), table);
   const int32x4_t g = rn_tanh(l.ld(pre + 2 * kRnChunk), 0, table);
@@ -356,16 +378,80 @@ template <bool kPerRow>
   l.st(yt + j, vaddq_n_s32(vminq_s32(vmaxq_s32(h, vdupq_n_s32(k.lo)), vdupq_n_s32(k.hi)), k.zp));
 }
 
+// a16w8: the products of `rows` (1..4) consecutive rows of n int8 weights
+// with the int16 v, 64-bit (VMLALDAVA over the weights widened to int16).
+inline void rn_dots16(const int16_t* v, const int8_t* w, int32_t n, int32_t rows, int64_t* out) {
+  const int8_t* w1 = rows > 1 ? w + n : w;
+  const int8_t* w2 = rows > 2 ? w + 2 * n : w;
+  const int8_t* w3 = rows > 3 ? w + 3 * n : w;
+  int64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  for (int32_t k = 0; k < n; k += 8) {
+    const mve_pred16_t p = vctp16q(static_cast<uint32_t>(n - k));
+    const int16x8_t xv = vldrhq_z_s16(v + k, p);  // zero past the tail
+    a0 = vmlaldavaq_s16(a0, xv, vldrbq_z_s16(w + k, p));
+    a1 = vmlaldavaq_s16(a1, xv, vldrbq_z_s16(w1 + k, p));
+    a2 = vmlaldavaq_s16(a2, xv, vldrbq_z_s16(w2 + k, p));
+    a3 = vmlaldavaq_s16(a3, xv, vldrbq_z_s16(w3 + k, p));
+  }
+  out[0] = a0;
+  out[1] = a1;
+  out[2] = a2;
+  out[3] = a3;
+}
+
+// bias + product, wrapping in 64 bits (recurrent_s8.cc plus).
+[[gnu::always_inline]] inline int64_t rn_plus(int64_t b, int64_t v) { return int64_t(uint64_t(b) + uint64_t(v)); }
+
+// rn_gate_rows at a16w8: the products by rn_dots16, each requantized by
+// requantize_s64 (as LSTM_S16's generic kernel).
 template <bool kPerRow>
-void rn_lstm(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-             int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q, const uint16_t* table) {
+[[gnu::noinline]] void rn_gate_rows(const RnStep16& st, int32_t k, int32_t j0, int32_t n, int16_t* pre, int32_t* xn) {
+  const int32_t I = st.I, H = st.H;
+  const GateQuant& q = *st.q;
+  for (int32_t r = 0; r < n; r += 4) {
+    const int32_t rows = n - r < 4 ? n - r : 4;
+    const int32_t row = k * H + j0 + r;
+    int64_t ax[4], ah[4];
+    rn_dots16(st.x, st.w_ih + row * I, I, rows, ax);
+    if (st.h != nullptr) {
+      rn_dots16(st.h, st.w_hh + row * H, H, rows, ah);
+    } else {  // the hidden state at its zero point
+      for (int32_t u = 0; u < rows; ++u) {
+        const int8_t* w = st.w_hh + (row + u) * H;
+        int64_t sum = 0;
+        for (int32_t i = 0; i < H; ++i) sum += w[i];
+        ah[u] = int64_t(st.zp) * sum;
+      }
+    }
+    for (int32_t u = 0; u < rows; ++u) {
+      const int32_t e = kPerRow ? row + u : k;
+      rn_store_sides<kPerRow>(requantize_s64(rn_plus(st.bias[row + u], ax[u]), q.x_multiplier[e], q.x_shift[e]),
+                              requantize_s64(rn_plus(st.bias[st.G + row + u], ah[u]), q.h_multiplier[e], q.h_shift[e]),
+                              pre + r + u, xn != nullptr ? xn + r + u : nullptr);
+    }
+  }
+}
+
+// The checks of rn_requant (int8: rn_side_check; a16w8 takes none).
+template <typename B>
+inline void rn_checks(const GateQuant& q, const B* bias, int32_t gates, int32_t I, int32_t H, bool* cx, bool* ch) {
+  *cx = *ch = false;
+  if constexpr (sizeof(B) == 4) {
+    const int32_t G = gates * H, nq = q.per_row ? G : gates;
+    *cx = rn_side_check(q.x_shift, nq, bias, G, I);
+    *ch = rn_side_check(q.h_shift, nq, bias + G, G, H);
+  }
+}
+
+template <bool kPerRow, typename A, typename B>
+void rn_lstm(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, const A* h0, A* y, int16_t* c,
+             const RecurrentShape& s, const LstmQuant& q, const uint16_t* table) {
   const int32_t I = s.input_size, H = s.hidden_size, G = 4 * H;
-  const RnLstm k(q);
-  const int32_t nq = q.gates.per_row ? G : 4;
-  const bool check_x = rn_side_check(q.gates.x_shift, nq, bias, G, I);
-  const bool check_h = rn_side_check(q.gates.h_shift, nq, bias + G, G, H);
-  rn_steps(s, x, h0, y, [&](const int8_t* xt, const int8_t* hb, int8_t* yt, int32_t b) {
-    const RnStep st{xt, hb, w_ih, w_hh, bias, &q.gates, I, H, G, q.output_offset, check_x, check_h};
+  const RnLstm k(q, sizeof(A) == 1 ? -128 : -32768, sizeof(A) == 1 ? 127 : 32767);
+  bool check_x, check_h;
+  rn_checks(q.gates, bias, 4, I, H, &check_x, &check_h);
+  rn_steps(s, x, h0, y, [&](const A* xt, const A* hb, A* yt, int32_t b) {
+    const RnStepT<A, B> st{xt, hb, w_ih, w_hh, bias, &q.gates, I, H, G, q.output_offset, check_x, check_h};
     int16_t* cb = c + b * H;
     rn_chunks(H, [&](int32_t j0, int32_t n) {
       int16_t pre[4 * kRnChunk];
@@ -379,9 +465,9 @@ void rn_lstm(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int3
 
 inline bool rn_shift_down(int32_t s) { return s <= 0; }
 
-bool lstm_s8_mve(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-                 const int16_t* c0, int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q,
-                 const uint16_t* table) {
+template <typename A, typename B>
+bool lstm_mve(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, const A* h0, const int16_t* c0, A* y,
+              int16_t* c, const RecurrentShape& s, const LstmQuant& q, const uint16_t* table) {
   if (!rn_shift_down(q.output_shift) || (!q.gates.per_row && (!rn_shift_down(q.forget_shift) ||
                                                               !rn_shift_down(q.cell_shift)))) {
     return false;
@@ -403,51 +489,50 @@ bool lstm_s8_mve(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const 
 struct RnGru {
   int32x4_t rm, rs, nm, ns, bm, bs;
   int32_t zp, lo, hi;
-  explicit RnGru(const GruQuant& q)
+  RnGru(const GruQuant& q, int32_t act_min, int32_t act_max)
       : rm(vdupq_n_s32(q.rh_multiplier)), rs(vdupq_n_s32(q.rh_shift)), nm(vdupq_n_s32(q.blend_n_multiplier)),
         ns(vdupq_n_s32(q.blend_n_shift)), bm(vdupq_n_s32(q.blend_h_multiplier)), bs(vdupq_n_s32(q.blend_h_shift)),
-        zp(q.output_offset), lo(-128 - q.output_offset), hi(127 - q.output_offset) {}
+        zp(q.output_offset), lo(act_min - q.output_offset), hi(act_max - q.output_offset) {}
 };
 
 // Units j.. of one GRU step from their pre-activations (pre [3][kRnChunk]
 // at the block: r, z, hn; xn [kRnChunk]), h the previous hidden state.
-template <bool kPerRow>
-[[gnu::always_inline]] inline void rn_gru_block(const int16_t* pre, const int32_t* xn, const RnStep& st,
-                                                const RnGru& k, int32_t j, const RnLanes& l, int8_t* yt,
-                                                const uint16_t* table) {
+template <bool kPerRow, typename A>
+[[gnu::always_inline]] inline void rn_gru_block(const int16_t* pre, const int32_t* xn, const A* h, const RnGru& k,
+                                                int32_t j, const RnLanes& l, A* yt, const uint16_t* table) {
   const int32x4_t r = rn_sigmoid(l.ld(pre), table);
   const int32x4_t z = rn_sigmoid(l.ld(pre + kRnChunk), table);
   const int32x4_t rhn = rn_sat16(requant_v(vmulq_s32(r, l.ld(pre + 2 * kRnChunk)), k.rm, k.rs));
   const int32x4_t nn = rn_tanh(rn_sum<kPerRow>(l.ld(xn), rhn), 0, table);
-  const int32x4_t hprev = st.h != nullptr ? vsubq_n_s32(l.ld(st.h + j), k.zp) : vdupq_n_s32(0);
+  const int32x4_t hprev = h != nullptr ? vsubq_n_s32(l.ld(h + j), k.zp) : vdupq_n_s32(0);
   const int32x4_t blend = vaddq_s32(requant_v(vmulq_s32(vsubq_s32(vdupq_n_s32(32768), z), nn), k.nm, k.ns),
                                     requant_v(vmulq_s32(z, hprev), k.bm, k.bs));
   l.st(yt + j, vaddq_n_s32(vminq_s32(vmaxq_s32(blend, vdupq_n_s32(k.lo)), vdupq_n_s32(k.hi)), k.zp));
 }
 
-template <bool kPerRow>
-void rn_gru(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-            int8_t* y, const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
+template <bool kPerRow, typename A, typename B>
+void rn_gru(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, const A* h0, A* y,
+            const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
   const int32_t I = s.input_size, H = s.hidden_size, G = 3 * H;
-  const RnGru k(q);
-  const int32_t nq = q.gates.per_row ? G : 3;
-  const bool check_x = rn_side_check(q.gates.x_shift, nq, bias, G, I);
-  const bool check_h = rn_side_check(q.gates.h_shift, nq, bias + G, G, H);
-  rn_steps(s, x, h0, y, [&](const int8_t* xt, const int8_t* hb, int8_t* yt, int32_t) {
-    const RnStep st{xt, hb, w_ih, w_hh, bias, &q.gates, I, H, G, q.output_offset, check_x, check_h};
+  const RnGru k(q, sizeof(A) == 1 ? -128 : -32768, sizeof(A) == 1 ? 127 : 32767);
+  bool check_x, check_h;
+  rn_checks(q.gates, bias, 3, I, H, &check_x, &check_h);
+  rn_steps(s, x, h0, y, [&](const A* xt, const A* hb, A* yt, int32_t) {
+    const RnStepT<A, B> st{xt, hb, w_ih, w_hh, bias, &q.gates, I, H, G, q.output_offset, check_x, check_h};
     rn_chunks(H, [&](int32_t j0, int32_t n) {
       int16_t pre[3 * kRnChunk];
       int32_t xn[kRnChunk];
       for (int32_t g = 0; g < 3; ++g) rn_gate_rows<kPerRow>(st, g, j0, n, pre + g * kRnChunk, g == 2 ? xn : nullptr);
       int32_t u = 0;
-      for (; u + 4 <= n; u += 4) rn_gru_block<kPerRow>(pre + u, xn + u, st, k, j0 + u, RnLanes(4), yt, table);
-      if (u < n) rn_gru_block<kPerRow>(pre + u, xn + u, st, k, j0 + u, RnLanes(n - u), yt, table);
+      for (; u + 4 <= n; u += 4) rn_gru_block<kPerRow>(pre + u, xn + u, hb, k, j0 + u, RnLanes(4), yt, table);
+      if (u < n) rn_gru_block<kPerRow>(pre + u, xn + u, hb, k, j0 + u, RnLanes(n - u), yt, table);
     });
   });
 }
 
-bool gru_s8_mve(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-                int8_t* y, const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
+template <typename A, typename B>
+bool gru_mve(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, const A* h0, A* y,
+             const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
   // The blend's two terms then stay below 2^29 + 1 and 2^30: their sum fits.
   if (!rn_shift_down(q.rh_shift) || q.blend_n_shift >= 0 || q.blend_h_shift >= 0) return false;
   if (q.gates.per_row) {
@@ -666,14 +751,9 @@ template <bool kPerRow>
     }
     for (int32_t u = 0; u < rows; ++u) {
       const int32_t e = kPerRow ? row + u : k;
-      const int32_t gx = s8::requantize(__qadd(st.bias[row + u], ax[u]), q.x_multiplier[e], q.x_shift[e]);
-      const int32_t gh = s8::requantize(__qadd(st.bias[st.G + row + u], ah[u]), q.h_multiplier[e], q.h_shift[e]);
-      if (xn != nullptr) {
-        pre[r + u] = int16_t(rn_sat16(gh));
-        xn[r + u] = gx < -(1 << 17) ? -(1 << 17) : (gx > (1 << 17) ? (1 << 17) : gx);
-      } else {
-        pre[r + u] = int16_t(kPerRow ? rn_sat16(__qadd(gx, gh)) : rn_sat16(rn_sat16(gx) + rn_sat16(gh)));
-      }
+      rn_store_sides<kPerRow>(s8::requantize(__qadd(st.bias[row + u], ax[u]), q.x_multiplier[e], q.x_shift[e]),
+                              s8::requantize(__qadd(st.bias[st.G + row + u], ah[u]), q.h_multiplier[e], q.h_shift[e]),
+                              pre + r + u, xn != nullptr ? xn + r + u : nullptr);
     }
   }
 }
@@ -769,7 +849,7 @@ inline bool lstm_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, con
                     const int16_t* c0, int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q,
                     const uint16_t* table) {
 #if TMCU_S8_MVE
-  return lstm_s8_mve(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, table);
+  return lstm_mve(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, table);
 #else
   (void)table;
   for (int32_t k = 0; k < s.batch * s.hidden_size; ++k) c[k] = c0 != nullptr ? c0[k] : 0;
@@ -785,7 +865,7 @@ inline bool lstm_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, con
 inline bool gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
                    int8_t* y, const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
 #if TMCU_S8_MVE
-  return gru_s8_mve(x, w_ih, w_hh, bias, h0, y, s, q, table);
+  return gru_mve(x, w_ih, w_hh, bias, h0, y, s, q, table);
 #else
   (void)table;
   if (q.gates.per_row) {
@@ -794,6 +874,29 @@ inline bool gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, cons
     rn_gru_dsp<false>(x, w_ih, w_hh, bias, h0, y, s, q);
   }
   return true;
+#endif
+}
+
+/// lstm_s16 and gru_s16 of recurrent.h (MVE only; else false).
+inline bool lstm_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias,
+                     const int16_t* h0, const int16_t* c0, int16_t* y, int16_t* c, const RecurrentShape& s,
+                     const LstmQuant& q, const uint16_t* table) {
+#if TMCU_S8_MVE
+  return lstm_mve(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, table);
+#else
+  (void)x, (void)w_ih, (void)w_hh, (void)bias, (void)h0, (void)c0, (void)y, (void)c, (void)s, (void)q, (void)table;
+  return false;
+#endif
+}
+
+inline bool gru_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias,
+                    const int16_t* h0, int16_t* y, const RecurrentShape& s, const GruQuant& q,
+                    const uint16_t* table) {
+#if TMCU_S8_MVE
+  return gru_mve(x, w_ih, w_hh, bias, h0, y, s, q, table);
+#else
+  (void)x, (void)w_ih, (void)w_hh, (void)bias, (void)h0, (void)y, (void)s, (void)q, (void)table;
+  return false;
 #endif
 }
 

@@ -262,6 +262,9 @@ void lstm_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int3
 
 void lstm_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias, const int16_t* h0,
               const int16_t* c0, int16_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q) {
+#if TMCU_S8_FAST
+  if (fast::lstm_s16(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, kSigmoidTable)) return;
+#endif
   lstm_int(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, -32768, 32767, true);
 }
 
@@ -339,6 +342,9 @@ void gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32
 
 void gru_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias, const int16_t* h0,
              int16_t* y, const RecurrentShape& s, const GruQuant& q) {
+#if TMCU_S8_FAST
+  if (fast::gru_s16(x, w_ih, w_hh, bias, h0, y, s, q, kSigmoidTable)) return;
+#endif
   gru_int(x, w_ih, w_hh, bias, h0, y, s, q, -32768, 32767, true);
 }
 
