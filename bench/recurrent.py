@@ -5,8 +5,10 @@
 1. The LSTM keyword spotter (examples/recurrent_zoo.py: nn.LSTM hidden 64, 49
    frames of 10 MFCC) and its streaming form (one frame and its state per
    invocation), int8 and a16w8, on the Cortex-M4 (mps2-an386) and the
-   Cortex-M55 (mps3-an547), with the portable kernels and with CMSIS-NN's
-   LSTM (TORCHMCU_CMSIS_NN_DIR): instructions per inference (QEMU -icount
+   Cortex-M55 (mps3-an547), compiled with each recurrent weight scheme
+   (per-channel, the default; per-gate, TFLite's) and built with the
+   portable kernels and, per-gate, with CMSIS-NN's LSTM
+   (TORCHMCU_CMSIS_NN_DIR; BUILDS): instructions per inference (QEMU -icount
    shift=0: instructions, not cycles; the mean of 4 runs), RAM = planned
    activation arena + the streaming model's persistent state, each output
    checked bit for bit against the reference.
@@ -68,7 +70,16 @@ def _checked(out: Path, inputs: list[np.ndarray]) -> int:
     return int(res.inference_instructions())
 
 
-def kws_rows(boards: list[str], kernel_sets: list[str], root: Path) -> list[dict]:
+# The builds measured: (recurrent weights, kernels). torchmcu's default
+# (per-channel weights, its own kernels), TFLite's scheme on its own kernels,
+# and TFLite's scheme on CMSIS-NN (arm_lstm_unidirectional_s8/_s16; per-channel
+# programs' LSTMs run the portable kernel even in a cmsis-nn build, so that
+# pairing is not measured).
+BUILDS = [("per-channel", "portable"), ("per-gate", "portable"), ("per-gate", "cmsis-nn")]
+
+
+def kws_rows(boards: list[str], kernel_sets: list[str], root: Path, quants=("int8", "a16w8"),
+             forms=("sequence", "stream")) -> list[dict]:
     rows = []
     kws, example = zoo.make_lstm_kws()
     calib = zoo.calibration("lstm_kws", CALIBRATION)
@@ -78,24 +89,30 @@ def kws_rows(boards: list[str], kernel_sets: list[str], root: Path) -> list[dict
     stream_calib = stream_calibration(stream, sequences, stream_example[1:])
     x = zoo.calibration("lstm_kws", 1, seed=1)[0][0].numpy()
     for board in boards:
-        for quant in ("int8", "a16w8"):
-            for form in ("sequence", "stream"):
-                out = root / f"{board}_{quant}_{form}"
-                if form == "sequence":
-                    c = _compile(kws, example, board, out, quant, calib)
-                    inputs = [x[None]]
-                else:
-                    c = _compile(stream, stream_example, board, out, quant, stream_calib, state=2)
-                    inputs = [x.transpose(1, 0, 2)[:1, None]]  # one frame
-                mem = c.report["memory"]
-                state = (mem.get("state") or {}).get("bytes", 0)
-                for kernels in kernel_sets:
-                    build_firmware(out, kernels=kernels)
-                    rows.append({"model": f"lstm_kws ({form})", "board": board, "quant": quant, "kernels": kernels,
-                                 "instructions": _checked(out, inputs), "arena_bytes": mem["activation_bytes"],
-                                 "state_bytes": state, "ram_bytes": mem["activation_bytes"] + state,
-                                 "program_bytes": c.report["flash"]["program_bytes"]})
-                    print(rows[-1], flush=True)
+        for quant in quants:
+            for form in forms:
+                for weights in ("per-channel", "per-gate"):
+                    sets = [k for w, k in BUILDS if w == weights and k in kernel_sets]
+                    if not sets:
+                        continue
+                    out = root / f"{board}_{quant}_{form}_{weights}"
+                    if form == "sequence":
+                        c = _compile(kws, example, board, out, quant, calib, recurrent_weights=weights)
+                        inputs = [x[None]]
+                    else:
+                        c = _compile(stream, stream_example, board, out, quant, stream_calib, state=2,
+                                     recurrent_weights=weights)
+                        inputs = [x.transpose(1, 0, 2)[:1, None]]  # one frame
+                    mem = c.report["memory"]
+                    state = (mem.get("state") or {}).get("bytes", 0)
+                    for kernels in sets:
+                        build_firmware(out, kernels=kernels)
+                        rows.append({"model": f"lstm_kws ({form})", "board": board, "quant": quant,
+                                     "weights": weights, "kernels": kernels, "instructions": _checked(out, inputs),
+                                     "arena_bytes": mem["activation_bytes"], "state_bytes": state,
+                                     "ram_bytes": mem["activation_bytes"] + state,
+                                     "program_bytes": c.report["flash"]["program_bytes"]})
+                        print(rows[-1], flush=True)
     return rows
 
 
@@ -122,16 +139,19 @@ def markdown(kws: list[dict], sqnr: list[dict]) -> str:
     lines = ["# Recurrent zoo figures (bench/recurrent.py)", "",
              "Instructions per inference are QEMU `-icount shift=0` counts (instructions, not cycles), mean of 4 "
              "runs; the streaming model's are per frame (one invocation). RAM = planned activation arena + the "
-             "streaming model's persistent state (the runtime's own Method object aside). The programs have "
-             "torchmcu's per-channel recurrent weights (the default), which CMSIS-NN's LSTM cannot take: the "
-             "cmsis-nn build runs the portable LSTM (compiled with --recurrent-weights per-gate, TFLite's scheme, "
-             "it runs arm_lstm_unidirectional_s8/_s16). Measured at commit "
+             "streaming model's persistent state (the runtime's own Method object aside). weights: the recurrent "
+             "weights' scheme, `--recurrent-weights` (per-channel: torchmcu's, the default; per-gate: TFLite's). "
+             "kernels: portable = torchmcu's own (with the int8 fast paths of firmware/kernels/fast/recurrent: "
+             "MVE on the M55, DSP on the M4; a16w8 runs the generic kernels); cmsis-nn = the CMSIS-NN build, whose "
+             "LSTM (arm_lstm_unidirectional_s8/_s16) takes per-gate programs only (a per-channel program's LSTM "
+             "runs the portable kernel there, so that pairing is left out). Measured at commit "
              f"{measured_at()}.", "",
-             "| model | board | quant | kernels | instructions | arena B | state B | RAM B | program B |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|"]
+             "| model | board | quant | weights | kernels | instructions | arena B | state B | RAM B | program B |",
+             "|---|---|---|---|---|---:|---:|---:|---:|---:|"]
     for r in kws:
-        lines.append(f"| {r['model']} | {r['board']} | {r['quant']} | {r['kernels']} | {r['instructions']:,} | "
-                     f"{r['arena_bytes']:,} | {r['state_bytes']:,} | {r['ram_bytes']:,} | {r['program_bytes']:,} |")
+        lines.append(f"| {r['model']} | {r['board']} | {r['quant']} | {r['weights']} | {r['kernels']} | "
+                     f"{r['instructions']:,} | {r['arena_bytes']:,} | {r['state_bytes']:,} | {r['ram_bytes']:,} | "
+                     f"{r['program_bytes']:,} |")
     lines += ["", "SQNR against the float model (8 held-out samples):", "",
               "| model | MACs | int8 dB | a16w8 dB |", "|---|---:|---:|---:|"]
     for r in sqnr:

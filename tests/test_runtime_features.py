@@ -37,7 +37,8 @@ from torchmcu.program.interpret import Interpreter, run_reference
 from torchmcu.sim import runner
 
 OK, INVALID_TENSOR, INVALID_OP = 0x00, 0x23, 0x24
-WIRE = {"F32": "<f4", "I8": "i1", "I32": "<i4", "U8": "u1", "I16": "<i2"}
+WIRE = {"F32": "<f4", "I8": "i1", "U8": "u1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}
+IO_DTYPE = {"I8": "int8", "I16": "int16"}  # a hand-built program's inputs and outputs
 
 
 class Builder:
@@ -201,7 +202,7 @@ def build_dir(tmp_path, tree: dict, pte: bytes, board: str):
 
     def io(t: int) -> IoTensor:
         d = tree["tensors"][t]
-        return IoTensor(d["name"], tuple(d["dims"]), tuple(range(len(d["dims"]))), "int8", d["scale"],
+        return IoTensor(d["name"], tuple(d["dims"]), tuple(range(len(d["dims"]))), IO_DTYPE[d["dtype"]], d["scale"],
                         d["zero_point"])
 
     h, c = api_sources(serialize.DEFAULT_SYMBOL, [io(t) for t in tree["inputs"]], [io(t) for t in tree["outputs"]],
@@ -212,7 +213,7 @@ def build_dir(tmp_path, tree: dict, pte: bytes, board: str):
 
     def meta(t: int) -> dict:
         d = tree["tensors"][t]
-        return {"name": d["name"], "shape": d["dims"], "dtype": "int8", "scale": d["scale"],
+        return {"name": d["name"], "shape": d["dims"], "dtype": IO_DTYPE[d["dtype"]], "scale": d["scale"],
                 "zero_point": d["zero_point"]}
 
     (out / "model.json").write_text(json.dumps({

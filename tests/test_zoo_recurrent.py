@@ -110,9 +110,12 @@ def test_streaming_kws_is_the_sequence_program(kernels, tmp_path):
 @pytest.mark.parametrize("board", ["mps2-an386", "mps2-an505", "mps3-an547"])
 @pytest.mark.parametrize("quant", ["int8", "a16w8"])
 def test_lstm_kws_on_cmsis_nn(quant, board, tmp_path):
-    """arm_lstm_unidirectional_s8/_s16 on M4, M33 and M55, bit for bit, and
-    fewer instructions than the portable kernel (TFLite's per-gate weights:
-    CMSIS-NN's gates take one multiplier each)."""
+    """arm_lstm_unidirectional_s8/_s16 on M4, M33 and M55, bit for bit (TFLite's
+    per-gate weights: CMSIS-NN's gates take one multiplier each). Speed:
+    at int8 the portable kernel's fast paths (kernels/fast/recurrent) take
+    under 0.75x CMSIS-NN's instructions with MVE, within 10% of them with
+    DSP (M4, M33: SMLAD on both sides, its scalar gates); at a16w8, where
+    the portable kernel is the generic one, CMSIS-NN takes fewer."""
     model, example = zoo.make_lstm_kws()
     c = _compile(model, example, board, tmp_path, quant, zoo.calibration("lstm_kws", CALIBRATION),
                  recurrent_weights="per-gate")
@@ -123,4 +126,7 @@ def test_lstm_kws_on_cmsis_nn(quant, board, tmp_path):
         build_firmware(tmp_path, kernels=kernels)
         _run_checked(tmp_path, inputs)
         counts[kernels] = runner.run(tmp_path, inputs, sim="qemu").inference_instructions()
-    assert counts["cmsis-nn"] < counts["portable"]
+    if quant == "a16w8":
+        assert counts["cmsis-nn"] < counts["portable"], counts
+    else:
+        assert counts["portable"] < (0.75 if board == "mps3-an547" else 1.1) * counts["cmsis-nn"], counts

@@ -86,9 +86,9 @@ class RunResult:
 
 def io_blob(samples: list[list[np.ndarray]], profile: bool = False, repeat: int = 1) -> bytes:
     """The io blob: header, then each sample's inputs back to back, each in
-    its own dtype (float32 unless the program takes int8). `repeat` runs the
+    its own dtype (float32 unless the program takes int8, int16 or int32). `repeat` runs the
     load, the profile and the first sample that many times (mean figures)."""
-    payload = b"".join(np.ascontiguousarray(x if x.dtype in (np.int8, np.int32) else x.astype("<f4")).tobytes()
+    payload = b"".join(np.ascontiguousarray(x if x.dtype in (np.int8, np.int16, np.int32) else x.astype("<f4")).tobytes()
                        for s in samples for x in s)
     per = len(payload) // len(samples) if samples else 0
     header = b"TMIO" + struct.pack("<IIIII", IO_VERSION, len(samples), per, FLAG_PROFILE if profile else 0,
@@ -128,7 +128,7 @@ def parse_protocol(text: str, output_meta: list[dict[str, Any]]) -> tuple[dict[s
             info["sample_ticks"].append(int(fields["ticks"]))
             for k, meta in enumerate(output_meta):
                 raw = bytes.fromhex(fields[f"out{k}"])
-                dtype = np.int8 if meta.get("dtype") == "int8" else np.dtype("<f4")
+                dtype = {"int8": np.dtype(np.int8), "int16": np.dtype("<i2")}.get(meta.get("dtype"), np.dtype("<f4"))
                 outs[k].append(to_logical(np.frombuffer(raw, dtype=dtype).reshape(meta.get("dims", meta["shape"])),
                                           meta))
         elif kind == "done":
@@ -164,6 +164,10 @@ def program_samples(meta: dict[str, Any], samples: list[list[np.ndarray]]) -> li
             x = ref.quantize(x, m["scale"], m["zero_point"])
         if m.get("dtype") == "int32":  # an integer or bool input (PyTorch's int64 / bool)
             x = np.asarray(x).astype(np.int32)
+        if m.get("dtype") == "int16":  # a hand-built program's int16 input
+            x = np.asarray(x).astype(np.int16)
+        elif np.asarray(x).dtype == np.int16:
+            x = np.asarray(x).astype(np.float32)
         return to_program(x, m)
     return [[convert(x, m) for x, m in zip(s, meta["inputs"])] for s in samples]
 

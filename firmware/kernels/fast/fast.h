@@ -99,5 +99,14 @@ namespace fast {
 //   (MVE: 4 outputs per step).
 // - reduce/softmax_s8.h: SOFTMAX and SOFTMAX_MASKED with the exp table
 //   (MVE: 4 table gathers per step).
+// - recurrent/recurrent_s8.h: LSTM_S8 and GRU_S8, both weight schemes: a
+//   step's gate rows in one pass (MVE: 4 rows per VMLADAVA pass, requantized
+//   as one vector; DSP: SMLAD on the step's inputs expanded once), their
+//   int16 pre-activations on the stack, then the elementwise part (MVE: 4
+//   units per vector, sigmoid/tanh by table gathers). MVE also runs the
+//   a16w8 LSTM_S16 and GRU_S16 (64-bit VMLALDAVA products, requantize_s64
+//   per row, the same elementwise part). The generic recurrent kernels'
+//   int8 products take its SMLAD dots on DSP builds; RNN_S8/S16 and a16w8
+//   on DSP run the generic kernels.
 
 #endif  // TORCHMCU_KERNELS_FAST_FAST_H_

@@ -1,3 +1,4 @@
+#include "kernels/fast/recurrent/recurrent_s8.h"
 #include "kernels/portable/recurrent/recurrent.h"
 #include "kernels/portable/common/requantize.h"
 
@@ -70,6 +71,14 @@ int64_t dot(const A* a, const int8_t* w, int32_t n) {
   return acc;
 }
 
+#if TMCU_S8_DSP && !TMCU_S8_MVE
+// SMLAD (kernels/fast/recurrent/recurrent_s8.h).
+template <>
+int64_t dot<int8_t>(const int8_t* a, const int8_t* w, int32_t n) {
+  return fast::dot_s8(a, w, n);
+}
+#endif
+
 // Four weight rows `stride` apart against one vector, in one pass over it:
 // a unit's four gates.
 template <typename A>
@@ -91,6 +100,15 @@ void dot4(const A* a, const int8_t* w, int64_t stride, int32_t n, int64_t* out) 
   out[2] = a2;
   out[3] = a3;
 }
+
+#if TMCU_S8_DSP && !TMCU_S8_MVE
+template <>
+void dot4<int8_t>(const int8_t* a, const int8_t* w, int64_t stride, int32_t n, int64_t* out) {
+  int32_t acc[4];
+  fast::dot4_s8(a, w, int32_t(stride), n, acc);
+  for (int k = 0; k < 4; ++k) out[k] = acc[k];
+}
+#endif
 
 int64_t row_sum(const int8_t* w, int32_t n) {
   int64_t acc = 0;
@@ -236,11 +254,17 @@ int16_t tanh_s16(int32_t x, int32_t left_shift) {
 
 void lstm_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
              const int16_t* c0, int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q) {
+#if TMCU_S8_FAST
+  if (fast::lstm_s8(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, kSigmoidTable)) return;
+#endif
   lstm_int(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, -128, 127, false);
 }
 
 void lstm_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias, const int16_t* h0,
               const int16_t* c0, int16_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q) {
+#if TMCU_S8_FAST
+  if (fast::lstm_s16(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, kSigmoidTable)) return;
+#endif
   lstm_int(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, -32768, 32767, true);
 }
 
@@ -310,11 +334,17 @@ void rnn_int(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, 
 
 void gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
             int8_t* y, const RecurrentShape& s, const GruQuant& q) {
+#if TMCU_S8_FAST
+  if (fast::gru_s8(x, w_ih, w_hh, bias, h0, y, s, q, kSigmoidTable)) return;
+#endif
   gru_int(x, w_ih, w_hh, bias, h0, y, s, q, -128, 127, false);
 }
 
 void gru_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias, const int16_t* h0,
              int16_t* y, const RecurrentShape& s, const GruQuant& q) {
+#if TMCU_S8_FAST
+  if (fast::gru_s16(x, w_ih, w_hh, bias, h0, y, s, q, kSigmoidTable)) return;
+#endif
   gru_int(x, w_ih, w_hh, bias, h0, y, s, q, -32768, 32767, true);
 }
 
