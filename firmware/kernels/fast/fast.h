@@ -54,6 +54,21 @@
 #ifndef TMCU_FAST_DW_S2  // depthwise row path, stride_w 2
 #define TMCU_FAST_DW_S2 1
 #endif
+#ifndef TMCU_FAST_FC_PER_CHANNEL  // linear_s8 on MVE: one multiplier per output
+#define TMCU_FAST_FC_PER_CHANNEL 1
+#endif
+#ifndef TMCU_FAST_FC_PER_TENSOR  // linear_s8 on MVE: one multiplier
+#define TMCU_FAST_FC_PER_TENSOR 1
+#endif
+#ifndef TMCU_FAST_FC_FEW  // linear_s8 on DSP: 1 or 2 outputs
+#define TMCU_FAST_FC_FEW 1
+#endif
+#ifndef TMCU_FAST_FC_CHUNKED  // linear_s8 on DSP: over kFcChunk inputs (and 3 outputs or more)
+#define TMCU_FAST_FC_CHUNKED 1
+#endif
+#ifndef TMCU_FAST_ADD_LANES  // add_s8 on MVE, 4 lanes (portable/elementwise/binary_s8.cc): what the table's misses
+#define TMCU_FAST_ADD_LANES 1
+#endif
 #ifndef TMCU_FAST_CONV  // conv2d_s8, every shape
 #define TMCU_FAST_CONV 1
 #endif
