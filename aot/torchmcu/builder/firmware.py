@@ -46,7 +46,7 @@ from .host import VERIFY_LEVELS
 from .kernel_table import available_kernels, delegate_codes, kernel_sets, kernel_table_source
 from .fast_paths import OPTS
 from .fast_paths import defines as fast_defines
-from .size import format_ram, format_size, ram_breakdown, size_breakdown
+from .size import format_kernel_code, format_ram, format_size, kernel_code, ram_breakdown, size_breakdown
 from .stack import format_stack, stack_with_margin, worst_case
 
 # -fstack-usage writes OBJ.su, -fcallgraph-info=su OBJ.ci (the .su lines' assembler names): builder.stack.
@@ -348,6 +348,8 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
         "computed + margin" if computed is not None else f"board {board.name}'s stack_size (not bounded)"))
     api = (f"{symbol}.o",)
     sizes = size_breakdown(elf, fw / "firmware.map", api)
+    sizes["kernel_code"] = kernel_code(elf, fw / "firmware.map", api)
+    sizes["optimize"] = optimize
     ram = ram_breakdown(elf, fw / "firmware.map", set(arenas), api,
                         state_bytes=sum(a["size"] for a in meta["arenas"] if a.get("persistent")))
     record = {**sizes, "ram": ram, "stack": analysis, "verify": verify, "kind": "app" if app_paths else "firmware",
@@ -434,7 +436,8 @@ def _report_linked(out: Path, record: dict) -> None:
 def linked_lines(record: dict) -> list[str]:
     s = record["stack"]
     short = s.get("computed_bytes") is not None and s.get("reserved_bytes", 0) < s["computed_bytes"]
-    return [format_size(record), format_ram(record["ram"]),
+    return [format_size(record), *([format_kernel_code(record["kernel_code"], record["parts"]["runtime"])]
+                                   if "kernel_code" in record else []), format_ram(record["ram"]),
             format_stack(s, s.get("reserved_bytes")) + f" ({s.get('source', '')})"
             + (": WARNING, less than the computed worst case" if short else "")]
 
