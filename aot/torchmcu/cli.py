@@ -136,6 +136,13 @@ def _pairs(items: list[str], flag: str, value: Any) -> dict[str, Any]:
     return out
 
 
+def _opt(name: str) -> dict[str, str]:
+    """build --opt NAME as the builder's arguments: its goal, and -O/-D flags."""
+    if name == "generic":
+        return {"opt": "-Os -DTMCU_S8_GENERIC", "optimize": "speed"}
+    return {"opt": "-Os", "optimize": name}
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from .builder.firmware import build_firmware, build_library, firmware_backend, kernel_set, linked_lines
     from .builder.size import elf_size
@@ -145,8 +152,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.lib:
         if args.app:
             raise TorchMCUError("--lib and --app: a library has no main; choose one")
-        archive = build_library(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
-                                verify=args.verify)
+        archive = build_library(args.dir, board=args.board, verbose=args.verbose, kernels=args.kernels,
+                                verify=args.verify, **_opt(args.opt))
         print(f"wrote {archive} and {archive.parent / 'include'}/ (the model's header, torchmcu/torchmcu.h); "
               "link the archive with -Wl,--gc-sections")
         return 0
@@ -156,8 +163,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     if stale:
         print(f"torchmcu: warning: {stale}", file=sys.stderr)
     with holding(args.dir):  # no compile swaps the directory while its firmware is built from it
-        elf = build_firmware(args.dir, board=args.board, opt=args.opt, verbose=args.verbose, kernels=args.kernels,
-                             verify=args.verify, app=args.app or None, stack=stack)
+        elf = build_firmware(args.dir, board=args.board, verbose=args.verbose, kernels=args.kernels,
+                             verify=args.verify, app=args.app or None, stack=stack, **_opt(args.opt))
     owner = firmware_backend(args.dir, args.board)
     if owner is not None:  # its own toolchain built it (a HiFi board: Cadence's tools and nnlib)
         print(owner.describe_image(elf))
@@ -495,7 +502,12 @@ def make_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")
     b.add_argument("dir")
     b.add_argument("--board", help="override the board the model was compiled for")
-    b.add_argument("--opt", default="-Os", help="optimisation flag (default -Os)")
+    b.add_argument("--opt", default="speed", choices=["speed", "size", "generic"],
+                   help="speed (default): every int8 fast path (DSP/MVE) some op of the program can take, at -O2, "
+                        "the rest at -Os; size: the size-first build, which leaves out the fast paths that cost "
+                        "more flash than they save instructions for this program (under 32 K multiply-adds or "
+                        "elements per inference in their ops) and compiles the others at -Os: smaller, slower, "
+                        "the same outputs; generic: no fast paths (the portable C kernels of Cortex-M0/M3)")
     b.add_argument("--kernels", default="portable", choices=kernel_table.kernel_sets(),
                    help="kernel set (cmsis-nn: CMSIS-NN from $TORCHMCU_CMSIS_NN_DIR)")
     b.add_argument("--verify", default="full", choices=["full", "minimal"],

@@ -44,7 +44,9 @@ from ..sources import CFLAGS, CXXFLAGS, FIRMWARE, REPO, runtime_sources
 from ..toolchain import CROSS, require, write_if_changed
 from .host import VERIFY_LEVELS
 from .kernel_table import available_kernels, delegate_codes, kernel_sets, kernel_table_source
-from .size import format_ram, format_size, ram_breakdown, size_breakdown
+from .fast_paths import OPTS
+from .fast_paths import defines as fast_defines
+from .size import format_kernel_code, format_ram, format_size, kernel_code, ram_breakdown, size_breakdown
 from .stack import format_stack, stack_with_margin, worst_case
 
 # -fstack-usage writes OBJ.su, -fcallgraph-info=su OBJ.ci (the .su lines' assembler names): builder.stack.
@@ -88,16 +90,18 @@ _SHARED_RULE = ("\t{compiler} {flags} -MMD -MP -MT $@ -MF $@.$$$$.d -c $< -o $@.
 
 
 def _makefile(board: Board, out: Path, opt: str, parts: list[BuildParts], verify: str = "full",
-              symbol: str = "model", app: list[Path] | None = None, lib: Path | None = None) -> tuple[str, list[Path]]:
+              symbol: str = "model", app: list[Path] | None = None, lib: Path | None = None,
+              fast: list[str] | None = None) -> tuple[str, list[Path]]:
     """The Makefile of a firmware build (or, with `lib`, of the static
-    library at that path) and its objects."""
+    library at that path) and its objects. `fast`: the -D flags of the fast
+    paths the program leaves out (fast_paths.defines)."""
     fw = out / "fw"
     app = list(app or [])
     app_dirs = list(dict.fromkeys(p.parent for p in app))
     inc = [f"-I{FIRMWARE}", f"-I{FIRMWARE / 'include'}", f"-I{out}", *(f"-I{d}" for d in app_dirs)]
     stack = [] if lib else STACK_FLAGS
     cxx = [*board.cflags, opt, *CXXFLAGS, *stack, *inc, *(f for p in parts for f in p.cxx_flags),
-           *board.define_flags, *(["-DTORCHMCU_VERIFY=0"] if verify == "minimal" else []),
+           *board.define_flags, *(fast or []), *(["-DTORCHMCU_VERIFY=0"] if verify == "minimal" else []),
            *([f"-DTMCU_MODEL_SYMBOL={symbol}"] if symbol != serialize.DEFAULT_SYMBOL else [])]
     cc = [*board.cflags, opt, *CFLAGS, *stack, *inc, *board.define_flags]
     # The application's own sources: the board's flags, its own language standard, no -Werror.
@@ -206,7 +210,9 @@ def _parts(board: Board, out: Path, kernels: str) -> tuple[list[BuildParts], dic
     return parts, taken, codes
 
 
-def _check_args(out_dir: str | Path, verify: str, kernels: str) -> tuple[Path, dict]:
+def _check_args(out_dir: str | Path, verify: str, kernels: str, optimize: str = "speed") -> tuple[Path, dict]:
+    if optimize not in OPTS:
+        raise BuildError(f"unknown optimisation goal {optimize!r}; choose one of {', '.join(OPTS)}")
     if verify not in VERIFY_LEVELS:
         raise BuildError(f"unknown verification {verify!r}; choose one of {', '.join(VERIFY_LEVELS)}")
     if kernels not in kernel_sets():
@@ -264,7 +270,8 @@ def _make(fw: Path, makefile: str, board: Board, meta: dict, jobs: int | None, v
 
 def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: str = "-Os",
                    jobs: int | None = None, verbose: bool = False, kernels: str = "portable",
-                   verify: str = "full", app: list[str | Path] | None = None, stack: int | None = None) -> Path:
+                   verify: str = "full", app: list[str | Path] | None = None, stack: int | None = None,
+                   optimize: str = "speed") -> Path:
     """Build OUT/firmware.elf for the board the model was compiled for.
 
     kernels: "portable" (the project's own) or another kernel set, e.g.
@@ -284,8 +291,13 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
     app: the application's sources (C, C++, assembly) instead of the
     line-protocol app; they include NAME.h and call tmcu_NAME_init/invoke.
     stack: the stack in bytes; default the computed worst case plus a margin
-    (builder.stack), or the board's stack_size when it cannot be bounded."""
-    out, meta = _check_args(out_dir, verify, kernels)
+    (builder.stack), or the board's stack_size when it cannot be bounded.
+
+    optimize: "speed" (default: every int8 fast path some op of the program
+    can take) or "size" (the size-first build: fast paths whose bytes buy
+    too few instructions for this program left out, the rest at -Os;
+    builder.fast_paths). `opt`: the compiler's -O flag (and any -D)."""
+    out, meta = _check_args(out_dir, verify, kernels, optimize)
     board = board if isinstance(board, Board) else load_board(board or meta["board"])
     owner = backends.firmware_builder(board)
     if owner is not None:  # e.g. an Xtensa DSP: Cadence's compiler and nnlib
@@ -309,7 +321,7 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
     described = parts[0].describe if kernels != "portable" else "portable"
     write_if_changed(fw / "kernels.txt", f"# kernels: {described}\n" + "".join(
         f"{c} {taken.get(c, 'portable')}\n" for c in codes))
-    text, objs = _makefile(board, out, opt, parts, verify, symbol, app=app_paths)
+    text, objs = _makefile(board, out, opt, parts, verify, symbol, app=app_paths, fast=fast_defines(out, optimize))
     write_if_changed(fw / "Makefile", text)
 
     def link(stack_bytes: int) -> None:
@@ -336,6 +348,8 @@ def build_firmware(out_dir: str | Path, board: str | Board | None = None, opt: s
         "computed + margin" if computed is not None else f"board {board.name}'s stack_size (not bounded)"))
     api = (f"{symbol}.o",)
     sizes = size_breakdown(elf, fw / "firmware.map", api)
+    sizes["kernel_code"] = kernel_code(elf, fw / "firmware.map", api)
+    sizes["optimize"] = optimize
     ram = ram_breakdown(elf, fw / "firmware.map", set(arenas), api,
                         state_bytes=sum(a["size"] for a in meta["arenas"] if a.get("persistent")))
     record = {**sizes, "ram": ram, "stack": analysis, "verify": verify, "kind": "app" if app_paths else "firmware",
@@ -364,13 +378,14 @@ def firmware_backend(out_dir: str | Path, board: str | Board | None = None) -> B
 
 
 def build_library(out_dir: str | Path, board: str | Board | None = None, opt: str = "-Os", jobs: int | None = None,
-                  verbose: bool = False, kernels: str = "portable", verify: str = "full") -> Path:
+                  verbose: bool = False, kernels: str = "portable", verify: str = "full",
+                  optimize: str = "speed") -> Path:
     """OUT/lib/libtorchmcu_NAME.a (the runtime, the kernels the model uses,
     the program, its arenas and its C API, compiled with the board's flags)
     and OUT/lib/include/ (NAME.h, torchmcu/torchmcu.h, model_pte.h,
     model_arenas.h). Link with --gc-sections; the arenas are in sections
     .bss.tmcu_arena_<memory> (a `*(.bss.*)` takes them, or place them)."""
-    out, meta = _check_args(out_dir, verify, kernels)
+    out, meta = _check_args(out_dir, verify, kernels, optimize)
     board = board if isinstance(board, Board) else load_board(board or meta["board"])
     if board.core.arch != "cortex-m":
         raise BuildError(f"--lib builds for Cortex-M boards; board {board.name} is {board.core.arch}")
@@ -386,7 +401,7 @@ def build_library(out_dir: str | Path, board: str | Board | None = None, opt: st
     lib_dir = out / "lib"
     archive = lib_dir / f"libtorchmcu_{symbol}.a"
     lib_dir.mkdir(exist_ok=True)
-    text, _ = _makefile(board, out, opt, parts, verify, symbol, lib=archive)
+    text, _ = _makefile(board, out, opt, parts, verify, symbol, lib=archive, fast=fast_defines(out, optimize))
     write_if_changed(fw / "lib.mk", text)
     _make(fw, "lib.mk", board, meta, jobs, verbose)
     include = lib_dir / "include"
@@ -421,7 +436,8 @@ def _report_linked(out: Path, record: dict) -> None:
 def linked_lines(record: dict) -> list[str]:
     s = record["stack"]
     short = s.get("computed_bytes") is not None and s.get("reserved_bytes", 0) < s["computed_bytes"]
-    return [format_size(record), format_ram(record["ram"]),
+    return [format_size(record), *([format_kernel_code(record["kernel_code"], record["parts"]["runtime"])]
+                                   if "kernel_code" in record else []), format_ram(record["ram"]),
             format_stack(s, s.get("reserved_bytes")) + f" ({s.get('source', '')})"
             + (": WARNING, less than the computed worst case" if short else "")]
 

@@ -3,13 +3,16 @@ terms), attributed through the linker map to the input file it came from."""
 
 from __future__ import annotations
 
+import bisect
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BuildError
+from ..program import schema
 from ..toolchain import CROSS, require
+from .stack import call_graph, kernel_table, read_elf
 
 
 @dataclass
@@ -71,10 +74,12 @@ _IN_CONT = re.compile(r"^\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)\s+(\S.*)$")
 _FILL = re.compile(r"^ \*fill\*\s+0x([0-9a-f]+)\s+0x([0-9a-f]+)")
 
 
-def _attribute(map_path: Path, sections: dict[str, tuple[int, int]]) -> dict[str, dict[str, int]]:
+def _attribute(map_path: Path, sections: dict[str, tuple[int, int]],
+               inputs: list[tuple[int, int, str]] | None = None) -> dict[str, dict[str, int]]:
     """Per output section of `sections` (name -> (address, size)), the bytes of
     each input file, from the linker map: each input section counts for its
-    file; the padding before the next one (alignment fill), for the same file."""
+    file; the padding before the next one (alignment fill), for the same file.
+    `inputs`, when given, receives every input section as (address, size, file)."""
     lines = map_path.read_text().split("\n")
     start = next(i for i, line in enumerate(lines) if line.startswith("Linker script and memory map"))
     result: dict[str, dict[str, int]] = {}
@@ -87,6 +92,8 @@ def _attribute(map_path: Path, sections: dict[str, tuple[int, int]]) -> dict[str
         by_file = result.setdefault(current, {})
         base, size = sections[current]
         items.sort()
+        if inputs is not None:
+            inputs.extend(items)
         end = base + size
         for k, (addr, n, f) in enumerate(items):
             nxt = items[k + 1][0] if k + 1 < len(items) else end
@@ -145,6 +152,85 @@ def size_breakdown(elf: Path, map_path: Path, api_files: tuple[str, ...] = ()) -
     files = {f: n for f, n in sorted(by_file.items(), key=lambda e: -e[1])}
     return {"elf": str(elf), "text": size.text, "data": size.data, "bss": size.bss, "flash": size.text + size.data,
             "parts": parts, "files": files}
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernels' code by program op: each function of the kernels' part reached
+# by direct calls from the check and run functions of an op's Kernel object
+# (the kernel table's entry for its op code) counts for that op, or for
+# "shared" when several ops reach it; by tier, from its name and file: the
+# fast paths (namespace torchmcu::portable::fast, kernels/fast/), CMSIS-NN
+# (its library and kernels/cmsis_nn/), delegates, the portable kernels.
+
+TIERS = ("portable", "fast", "cmsis_nn", "delegate")
+
+
+def _tier(name: str, path: str) -> str:
+    path = path.replace("\\", "/")
+    if "cmsis" in path:
+        return "cmsis_nn"
+    if "/firmware/delegates/" in path or "/third_party/" in path:
+        return "delegate"
+    if "8portable4fast" in name:  # torchmcu::portable::fast:: in the mangled name
+        return "fast"
+    return "portable"
+
+
+def kernel_code(elf_path: Path, map_path: Path, api_files: tuple[str, ...] = ()) -> dict:
+    """The kernels' part of the image by program op code and tier:
+    {"ops": {code: {tier: bytes}}, "shared": {tier: bytes}, "other": bytes
+    (the kernel table, the Kernel objects, constants, alignment: the rest of
+    the part), "total": the part's bytes}. Sums to the part exactly."""
+    elf = read_elf(elf_path)
+    inputs: list[tuple[int, int, str]] = []
+    files = _attribute(map_path, _loaded_sections(elf_path), inputs)
+    total = sum(n for by_file in files.values() for f, n in by_file.items() if _part(f, api_files) == "kernels")
+    starts = sorted(inputs)
+    addrs = [a for a, _, _ in starts]
+
+    def file_of(addr: int) -> str:
+        i = bisect.bisect_right(addrs, addr) - 1
+        return starts[i][2] if i >= 0 and addr < starts[i][0] + starts[i][1] else ""
+
+    graph = call_graph(elf_path, elf)
+    names = {v: n for n, v in schema.load().enums["OpCode"].values.items()}
+    reach: dict[int, set[str]] = {}
+    for value, entry in kernel_table(elf).items():
+        if value not in names:
+            continue
+        todo = list(entry)
+        seen: set[int] = set()
+        while todo:
+            f = todo.pop()
+            if f in seen or f not in elf.functions:
+                continue
+            seen.add(f)
+            reach.setdefault(f, set()).add(names[value])
+            todo.extend(graph[f].calls if f in graph else ())
+    ops: dict[str, dict[str, int]] = {}
+    shared = dict.fromkeys(TIERS, 0)
+    counted = 0
+    for f, by in reach.items():
+        path = file_of(f)
+        if _part(path, api_files) != "kernels":
+            continue  # the runtime's, libc's, libgcc's
+        n = elf.sizes.get(f, 0)
+        tier = _tier(elf.functions[f][0], path)
+        into = ops.setdefault(next(iter(by)), dict.fromkeys(TIERS, 0)) if len(by) == 1 else shared
+        into[tier] += n
+        counted += n
+    return {"ops": dict(sorted(ops.items(), key=lambda e: -sum(e[1].values()))), "shared": shared,
+            "other": total - counted, "total": total}
+
+
+def format_kernel_code(k: dict, runtime: int) -> str:
+    def tiers(t: dict[str, int]) -> str:
+        inner = ", ".join(f"{name.replace('_', '-')} {n:,}" for name, n in t.items() if n and name != "portable")
+        return f"{sum(t.values()):,} B" + (f" ({inner})" if inner else "")
+
+    ops = ", ".join(f"{code} {tiers(t)}" for code, t in k["ops"].items())
+    return (f"kernel code {k['total']:,} B = {ops}{', ' if ops else ''}shared {tiers(k['shared'])}, "
+            f"tables and data {k['other']:,} B; runtime core {runtime:,} B")
 
 
 def _part(path: str, api_files: tuple[str, ...]) -> str:

@@ -354,18 +354,24 @@ def _words_of(elf: Elf, addr: int, size: int) -> list[int]:
     return []
 
 
-def kernel_table_entries(elf: Elf) -> set[int]:
-    """The functions of the Kernel objects the kernel table lists."""
+def kernel_table(elf: Elf) -> dict[int, set[int]]:
+    """The kernel table's entries: op code value -> the functions of its
+    Kernel object (check, run)."""
     table = next((v for n, v in elf.symbols.items() if n.endswith("kKernelTableE")), None)
     if table is None:
-        return set()
-    objects = sorted((v, sz) for v, sz in elf.symbols.values() if sz)
-    entries: set[int] = set()
-    for ptr in _words_of(elf, table[0], table[1]):
-        obj = next(((v, sz) for v, sz in objects if v == ptr), None)
-        if obj is not None:
-            entries |= {w & ~1 for w in _words_of(elf, obj[0], obj[1] - obj[1] % 4) if w & 1}
-    return entries & set(elf.functions)
+        return {}
+    objects = {v: sz for v, sz in elf.symbols.values() if sz}
+    entries: dict[int, set[int]] = {}
+    for value, ptr in enumerate(_words_of(elf, table[0], table[1])):
+        if ptr in objects:
+            size = objects[ptr] - objects[ptr] % 4
+            entries[value] = {w & ~1 for w in _words_of(elf, ptr, size) if w & 1} & set(elf.functions)
+    return entries
+
+
+def kernel_table_entries(elf: Elf) -> set[int]:
+    """The functions of the Kernel objects the kernel table lists."""
+    return set().union(*kernel_table(elf).values())
 
 
 # The runtime functions the C API's calls lead to (Program::load, Method::load, Method::execute).

@@ -32,6 +32,62 @@
 #endif
 #define TMCU_S8_FAST (TMCU_S8_MVE || TMCU_S8_DSP)
 
+// Which fast paths an image links, for one program: the builder passes
+// -DTMCU_FAST_<PATH>=0 for the paths no op of the program can take
+// (builder/fast_paths.py reads the same conditions from the program's shapes),
+// and with `build --opt size` also for those whose bytes buy too few
+// instructions, and -DTMCU_FAST_OS=1 (the fast paths at the image's -Os, not
+// -O2). A path left out returns false: the generic kernel runs, same bits.
+// Without the flags (the library build, the tests' own builds) all are in.
+#ifndef TMCU_FAST_CONV_WIDE  // conv2d_s8: patches over kMaxPatch bytes (run_wide)
+#define TMCU_FAST_CONV_WIDE 1
+#endif
+#ifndef TMCU_FAST_CONV_G4  // conv2d_s8 on DSP: patches of 4 pixels (K <= 288)
+#define TMCU_FAST_CONV_G4 1
+#endif
+#ifndef TMCU_FAST_CONV_G2  // conv2d_s8 on DSP: patches of 2 pixels (288 < K <= kMaxPatch)
+#define TMCU_FAST_CONV_G2 1
+#endif
+#ifndef TMCU_FAST_DW_S1  // depthwise row path, stride_w 1
+#define TMCU_FAST_DW_S1 1
+#endif
+#ifndef TMCU_FAST_DW_S2  // depthwise row path, stride_w 2
+#define TMCU_FAST_DW_S2 1
+#endif
+#ifndef TMCU_FAST_FC_PER_CHANNEL  // linear_s8 on MVE: one multiplier per output
+#define TMCU_FAST_FC_PER_CHANNEL 1
+#endif
+#ifndef TMCU_FAST_FC_PER_TENSOR  // linear_s8 on MVE: one multiplier
+#define TMCU_FAST_FC_PER_TENSOR 1
+#endif
+#ifndef TMCU_FAST_FC_FEW  // linear_s8 on DSP: 1 or 2 outputs
+#define TMCU_FAST_FC_FEW 1
+#endif
+#ifndef TMCU_FAST_FC_CHUNKED  // linear_s8 on DSP: over kFcChunk inputs (and 3 outputs or more)
+#define TMCU_FAST_FC_CHUNKED 1
+#endif
+#ifndef TMCU_FAST_ADD_LANES  // add_s8 on MVE, 4 lanes (portable/elementwise/binary_s8.cc): what the table's misses
+#define TMCU_FAST_ADD_LANES 1
+#endif
+#ifndef TMCU_FAST_CONV  // conv2d_s8, every shape
+#define TMCU_FAST_CONV 1
+#endif
+#ifndef TMCU_FAST_DW  // depthwise_conv2d_s8, every shape
+#define TMCU_FAST_DW 1
+#endif
+#ifndef TMCU_FAST_LINEAR  // linear_s8
+#define TMCU_FAST_LINEAR 1
+#endif
+#ifndef TMCU_FAST_ADD  // add_s8 of equal shapes
+#define TMCU_FAST_ADD 1
+#endif
+#ifndef TMCU_FAST_POOL  // avg_pool2d_s8 and max_pool2d_s8
+#define TMCU_FAST_POOL 1
+#endif
+#ifndef TMCU_FAST_OS  // 1: the fast paths at the image's -O (size-first), not -O2
+#define TMCU_FAST_OS 0
+#endif
+
 #if TMCU_S8_MVE
 #include <arm_mve.h>
 

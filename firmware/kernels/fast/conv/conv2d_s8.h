@@ -57,6 +57,8 @@
 // The fast paths are compiled for speed whatever the image's -O (-Os by
 // default, which neither unrolls the register-blocked loops nor inlines
 // the vector helpers): they are a few KB of the kernels' code.
+// (At -O2 in the size-first build too: the MVE GEMM's inline assembly
+// needs -O2's register allocation.)
 #pragma GCC push_options
 #pragma GCC optimize("O2")
 
@@ -226,18 +228,23 @@ namespace fast {
   // always are); others take the generic kernel.
   if (!requant_vector_ok(multiplier, shift, out_shape.c)) return false;
   if (K > kMaxPatch) {
+    if (!TMCU_FAST_CONV_WIDE) return false;
     run_wide(cv, buf);
   } else {
     run(cv, buf);
   }
 #else
   int8_t linear[kMaxPatch + 4];
-  // Expanded patches take 2 bytes per tap: 4 pixels up to K = 288.
+  // Expanded patches take 2 bytes per tap: 4 pixels up to K = 288 (2 pixels
+  // take those too, where the image leaves run<4> out).
+  const bool four = ((K + 3) & ~3) * 2 * 4 <= kPatchBuffer;
   if (K > kMaxPatch) {
+    if (!TMCU_FAST_CONV_WIDE) return false;
     run_wide(cv, buf, linear);
-  } else if (((K + 3) & ~3) * 2 * 4 <= kPatchBuffer) {
+  } else if (four && TMCU_FAST_CONV_G4) {
     run<4>(cv, buf, linear);
   } else {
+    if (!TMCU_FAST_CONV_G2) return false;
     run<2>(cv, buf, linear);
   }
 #endif

@@ -12,7 +12,9 @@
 #if TMCU_S8_FAST
 
 #pragma GCC push_options
+#if !TMCU_FAST_OS
 #pragma GCC optimize("O2")
+#endif
 
 namespace torchmcu {
 namespace portable {

@@ -10,7 +10,9 @@
 #if TMCU_S8_FAST
 
 #pragma GCC push_options
+#if !TMCU_FAST_OS
 #pragma GCC optimize("O2")
+#endif
 
 namespace torchmcu {
 namespace portable {
@@ -243,6 +245,7 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   const int32_t c_n = in_shape.c, ow = out_shape.w, oh = out_shape.h, in_h = in_shape.h;
   const int32_t sw = p.stride_w, sh = p.stride_h, dh = p.dilation_h;
   if (kh > 4 || kw > 4 || p.dilation_w != 1 || (sw != 1 && sw != 2)) return false;
+  if ((sw == 1 && !TMCU_FAST_DW_S1) || (sw == 2 && !TMCU_FAST_DW_S2)) return false;
   // Below 16 outputs per channel the per-channel work (weights, buffer
   // rows of a group) costs more than the per-pixel path.
   if (oh * ow < 16) return false;
@@ -338,8 +341,10 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   for (int32_t i = 0; i < kRows * kRowBytes + 16; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(pad));
   P.buf = buf;
   // Per channel: shift < 0 (requant_v's rounding right shift) or not.
-  const auto neg = sw == 1 ? channel<1, true> : channel<2, true>;
-  const auto nonneg = sw == 1 ? channel<1, false> : channel<2, false>;
+  // A stride the image leaves out (returned above) instantiates the other's.
+  constexpr int S1 = TMCU_FAST_DW_S1 ? 1 : TMCU_FAST_DW_S2 ? 2 : 1, S2 = TMCU_FAST_DW_S2 ? 2 : S1;
+  const auto neg = sw == 1 ? channel<S1, true> : channel<S2, true>;
+  const auto nonneg = sw == 1 ? channel<S1, false> : channel<S2, false>;
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + n * in_h * row_stride;
     int8_t* out_n = out + n * oh * out_row;
@@ -437,6 +442,7 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   const int32_t c_n = in_shape.c, ow = out_shape.w, oh = out_shape.h, in_h = in_shape.h;
   const int32_t sw = p.stride_w, sh = p.stride_h, dh = p.dilation_h;
   if (kh != 3 || kw != 3 || p.dilation_w != 1 || (sw != 1 && sw != 2)) return false;
+  if ((sw == 1 && !TMCU_FAST_DW_S1) || (sw == 2 && !TMCU_FAST_DW_S2)) return false;
   // Below 4 outputs per channel the per-channel and per-row work costs more
   // than the per-pixel path.
   if (oh * ow < 4) return false;
@@ -470,8 +476,9 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   R.ow = ow;
   R.lo = p.act_min;
   R.hi = p.act_max;
-  const auto fn = sw == 1 ? (clamp ? row_channel<1, true> : row_channel<1, false>)
-                          : (clamp ? row_channel<2, true> : row_channel<2, false>);
+  constexpr int S1 = TMCU_FAST_DW_S1 ? 1 : TMCU_FAST_DW_S2 ? 2 : 1, S2 = TMCU_FAST_DW_S2 ? 2 : S1;  // as above
+  const auto fn = sw == 1 ? (clamp ? row_channel<S1, true> : row_channel<S1, false>)
+                          : (clamp ? row_channel<S2, true> : row_channel<S2, false>);
   Row rows[kChunk];
   for (int32_t n = 0; n < out_shape.n; ++n) {
     const int8_t* in_n = in + n * in_h * row_stride;

@@ -35,7 +35,9 @@
 
 // Compiled for speed whatever the image's -O (see conv/conv2d_s8.h).
 #pragma GCC push_options
+#if !TMCU_FAST_OS
 #pragma GCC optimize("O2", "no-ivopts")
+#endif
 
 namespace torchmcu {
 namespace portable {
@@ -309,10 +311,11 @@ template <bool kPerChannel>
                                         int32_t output_offset, int32_t act_min, int32_t act_max) {
   if (!fc_vector_ok(multiplier, shift, num_requant)) return false;
   const int32_t K = in_features, N = out_features;
+  if (num_requant == N ? !TMCU_FAST_FC_PER_CHANNEL : !TMCU_FAST_FC_PER_TENSOR) return false;  // fast.h
   const s8::OutQuant quant(output_offset, act_min, act_max);
   const FcSteps st(K);
   for (int32_t b = 0; b < batch; ++b, in += K, out += N) {
-    if (num_requant == N) {
+    if (TMCU_FAST_FC_PER_CHANNEL && (num_requant == N || !TMCU_FAST_FC_PER_TENSOR)) {
       fc_blocks<true>(in, w, K, N, st, bias, multiplier, shift, quant, out);
     } else {
       fc_blocks<false>(in, w, K, N, st, bias, multiplier, shift, quant, out);
@@ -378,14 +381,15 @@ constexpr int32_t kFcGroup = 64;
   const s8::OutQuant quant(output_offset, act_min, act_max);
   const int32_t step = num_requant == N ? 1 : 0;  // per channel or per tensor
   const bool aligned = (reinterpret_cast<uintptr_t>(w) & 3) == 0 && (K & 3) == 0;
+  if (N <= 2 ? !TMCU_FAST_FC_FEW : K > kFcChunk && !TMCU_FAST_FC_CHUNKED) return false;  // fast.h
   int16x2_t xp[kFcChunk / 2];
   int32_t acc[kFcGroup];
   for (int32_t b = 0; b < batch; ++b, in += K, out += N) {
-    if (N <= 2) {
+    if (TMCU_FAST_FC_FEW && N <= 2) {
       fc_few_rows(in, w, K, N, bias, multiplier, shift, step, quant, out);
       continue;
     }
-    if (K <= kFcChunk) {  // one chunk: blocks of rows, each requantized at once
+    if (K <= kFcChunk || !TMCU_FAST_FC_CHUNKED) {  // one chunk: blocks of rows, each requantized at once
       fc_expand(in, K, xp);
       const int8_t* wj = w;
       const int32_t* m = multiplier;

@@ -29,7 +29,9 @@
 
 // Compiled for speed whatever the image's -O (see conv/conv2d_s8.h).
 #pragma GCC push_options
+#if !TMCU_FAST_OS
 #pragma GCC optimize("O2")
+#endif
 
 namespace torchmcu {
 namespace portable {

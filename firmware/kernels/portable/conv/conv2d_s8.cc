@@ -61,7 +61,7 @@ void grouped_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32
                        int32_t kernel_w, int32_t group_channels, const int32_t* bias,
                        const int32_t* multiplier, const int32_t* shift, int8_t* out, Shape4 out_shape,
                        const QuantConvParams& p) {
-#if TMCU_S8_FAST
+#if TMCU_S8_FAST && TMCU_FAST_CONV
   if (group_channels == in_shape.c &&
       fast::conv2d_s8(in, in_shape, w, kernel_h, kernel_w, bias, multiplier, shift, out, out_shape, p)) {
     return;
@@ -162,7 +162,7 @@ void depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int
                          int32_t kernel_w, int32_t depth_multiplier, const int32_t* bias,
                          const int32_t* multiplier, const int32_t* shift, int8_t* out,
                          Shape4 out_shape, const QuantConvParams& p) {
-#if TMCU_S8_FAST
+#if TMCU_S8_FAST && TMCU_FAST_DW
   if (fast::depthwise_conv2d_s8(in, in_shape, w, kernel_h, kernel_w, depth_multiplier, bias, multiplier,
                                 shift, out, out_shape, p)) {
     return;

@@ -11,7 +11,7 @@ void linear_s8(const int8_t* in, const int8_t* w, const int32_t* bias,
                const int32_t* multiplier, const int32_t* shift, int32_t num_requant, int8_t* out,
                int32_t batch, int32_t in_features, int32_t out_features, int32_t output_offset,
                int32_t act_min, int32_t act_max) {
-#if TMCU_S8_FAST
+#if TMCU_S8_FAST && TMCU_FAST_LINEAR
   if (fast::linear_s8(in, w, bias, multiplier, shift, num_requant, out, batch, in_features, out_features,
                       output_offset, act_min, act_max)) {
     return;

@@ -53,7 +53,7 @@ struct MinS8 {
   int8_t combine(int32_t a, int32_t b) const { return static_cast<int8_t>(a < b ? a : b); }
 };
 
-#if TMCU_S8_MVE
+#if TMCU_S8_MVE && TMCU_FAST_ADD && TMCU_FAST_ADD_LANES
 // ADD of operands of the output's shape (a residual connection), 4 lanes
 // per step, the tail predicated: AddS8's arithmetic with fast::requant_v, where
 // that is requantize() (kernels/fast/fast.h). Wrapping lane arithmetic is the generic
@@ -95,7 +95,7 @@ bool add_s8_same_shape(const int8_t* a, const int32_t* a_dims, const int8_t* b, 
 // the rest: the generic kernel.
 void add_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
             int8_t* out, const int32_t* out_dims, int32_t rank, const QuantAddParams& p) {
-#if TMCU_S8_FAST
+#if TMCU_S8_FAST && TMCU_FAST_ADD
   int32_t n = 1;
   bool same = true;
   for (int32_t d = 0; d < rank; ++d) {
@@ -104,7 +104,7 @@ void add_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32
   }
   if (same && fast::add_s8_same_shape(a, b, out, n, p)) return;
 #endif
-#if TMCU_S8_MVE
+#if TMCU_S8_MVE && TMCU_FAST_ADD && TMCU_FAST_ADD_LANES
   if (add_s8_same_shape(a, a_dims, b, b_dims, out, out_dims, rank, p)) return;
 #endif
   broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, AddS8(p));

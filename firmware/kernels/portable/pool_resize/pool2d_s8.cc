@@ -8,7 +8,7 @@ namespace portable {
 // Max accumulates straight into the int8 output pixel, channels innermost.
 void max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
                    const QuantPoolParams& p, const PoolOptions& o) {
-#if TMCU_S8_FAST
+#if TMCU_S8_FAST && TMCU_FAST_POOL
   if (fast::max_pool2d_s8(in, in_shape, out, out_shape, p, o)) return;
 #endif
   const int32_t kernel_h = p.kernel_h, kernel_w = p.kernel_w;
@@ -51,7 +51,7 @@ void max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_sh
 // no in-bounds tap (possible only with padding >= kernel) sums to 0.
 void avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_shape,
                    const QuantPoolParams& p, const PoolOptions& o) {
-#if TMCU_S8_FAST
+#if TMCU_S8_FAST && TMCU_FAST_POOL
   if (fast::avg_pool2d_s8(in, in_shape, out, out_shape, p, o)) return;
 #endif
   const int32_t kernel_h = p.kernel_h, kernel_w = p.kernel_w;
