@@ -1,0 +1,246 @@
+"""Our int8 kernels on CMSIS-NN's own unit-test vectors (tests/_cmsis_vectors.py:
+read from the user's CMSIS-NN tree, $TORCHMCU_CMSIS_NN_DIR, at test time;
+skipped without it). The same integers CMSIS-NN's tests feed its kernels
+(input, weights, biases, per-channel multipliers and shifts, offsets,
+paddings, activation range) go to ours, which must give the expected outputs
+TFLite's reference generated, bit for bit: the NumPy reference, the portable
+kernels built for the host (tests/_kernel_lib_s8.py) and, in QEMU, the fast
+paths (DSP on the M4 mps2-an386, MVE on the M55 mps3-an547) with the generic
+kernels as fallback, all sets in one hand-built program per board.
+
+The arguments map one to one: CMSIS-NN's input_offset and output_offset are
+our QuantConv2dParams' (added to the input, to the output); its pad_x and
+pad_y our pad_left and pad_top (the output size gives the rest, as in
+CMSIS-NN); its padded taps contribute 0, as ours; its weights are OHWI
+([1, kh, kw, C * m] depthwise; [out, in] fully connected) as ours; a
+grouped convolution's weights hold in_ch / groups channels, as CONV2D_S8's.
+A fully connected set's per-tensor multiplier is our one-requant form; its
+input offset is folded into the bias (the kernel sums, as the compiler does
+for LINEAR_S8). NULL biases are zeros.
+
+Out of scope, skipped with the reason: weight zero points (our weights are
+symmetric: FILTER_OFFSET != 0) and CMSIS-NN's LSTM (TFLite's fused
+UnidirectionalSequenceLSTM: per-gate weights and effective scales, no
+state in the set's headers we take; our LSTM_S8 is tested against TFLM in
+test_oracle.py).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import _kernel_lib_s8 as kernel_lib
+import numpy as np
+import pytest
+from _cmsis_vectors import VectorSet, load, sets_of
+from conftest import needs_arm_gcc, needs_qemu
+from test_kernels_s8_fast_fcadd import Arena
+from test_runtime_features import Builder, build_dir
+from _kernel_lib_s8 import i32
+from torchmcu.backends.cmsis_nn.build import CMSIS_NN_ENV
+from torchmcu.builder.firmware import build_firmware
+from torchmcu.program import serialize
+from torchmcu.program.interpret import run_reference
+from torchmcu.sim import runner
+
+# CMSIS-NN's test programs (TestCases/test_arm_<kernel>/) whose vector sets we run, and our op for each.
+KERNEL_TESTS = {
+    "test_arm_convolve_s8": "CONV2D_S8",
+    "test_arm_convolve_1_x_n_s8": "CONV2D_S8",
+    "test_arm_convolve_1x1_s8_fast": "CONV2D_S8",
+    "test_arm_grouped_convolve_s8": "CONV2D_S8",
+    "test_arm_depthwise_conv_s8": "DEPTHWISE_CONV2D_S8",
+    "test_arm_depthwise_conv_3x3_s8": "DEPTHWISE_CONV2D_S8",
+    "test_arm_depthwise_conv_s8_opt": "DEPTHWISE_CONV2D_S8",
+    "test_arm_fully_connected_s8": "LINEAR_S8",
+    "test_arm_softmax_s8": "SOFTMAX_S8",
+    "test_arm_lstm_unidirectional_s8": "LSTM_S8",
+}
+
+# QuantConvParams' fields in order (firmware/kernels/portable/conv/conv.h).
+CONV_FIELDS = ("stride_h", "stride_w", "pad_top", "pad_left", "dilation_h", "dilation_w", "input_offset",
+               "output_offset", "act_min", "act_max")
+
+ROOT = Path(os.environ[CMSIS_NN_ENV]) if os.environ.get(CMSIS_NN_ENV) else None
+needs_cmsis_nn = pytest.mark.skipif(
+    ROOT is None, reason=f"{CMSIS_NN_ENV} is not set: point it at the root of a CMSIS-NN checkout; its "
+                         "Tests/UnitTest/TestCases/TestData/ vectors are read from there (torchmcu ships none)")
+
+
+def _ids() -> list[tuple[str, str]]:
+    """(kernel test, vector set) pairs: one set may serve two kernels (stride2pad1: conv and depthwise)."""
+    if ROOT is None:
+        return []
+    return [(test, name) for test in KERNEL_TESTS for name in sets_of(ROOT, test)]
+
+
+class Case:
+    """One vector set mapped to one op of ours: `code`, its operands (`x` and the
+    constants `consts`, in the op's operand order), `params`, the output's
+    dims and CMSIS-NN's expected output; `skip` the reason it is out of scope."""
+
+    def __init__(self, test: str, v: VectorSet) -> None:
+        self.name = f"{test.removeprefix('test_arm_')}/{v.name}"
+        self.code = KERNEL_TESTS[test]
+        self.skip: str | None = None
+        self.consts: list[tuple[str, np.ndarray]] = []
+        self.params: tuple[str, dict] | None = None
+        a = v.arrays
+        if self.code == "LSTM_S8":
+            self.skip = ("CMSIS-NN's LSTM vectors are TFLite's fused UnidirectionalSequenceLSTM (per-gate weights, "
+                         "effective scales of every gate product): out of our kernels' argument form")
+            return
+        if self.code == "SOFTMAX_S8":
+            rows, size = v.get("NUM_ROWS"), v.get("ROW_SIZE")
+            self.x = a["input"].astype(np.int8).reshape(rows, size)
+            self.y_dims = [rows, size]
+            self.params = ("QuantSoftmaxParams", {"input_multiplier": v.get("INPUT_MULT"),
+                                                  "input_left_shift": v.get("INPUT_LEFT_SHIFT"),
+                                                  "diff_min": v.get("DIFF_MIN")})
+            self.expected = a["output_ref"].astype(np.int8).reshape(self.y_dims)
+            return
+        act = {"act_min": v.get("OUT_ACTIVATION_MIN"), "act_max": v.get("OUT_ACTIVATION_MAX")}
+        in_off, out_off = v.get("INPUT_OFFSET"), v.get("OUTPUT_OFFSET")
+        if self.code == "LINEAR_S8":
+            if v.get("FILTER_OFFSET", 0) != 0:
+                self.skip = f"weight zero point {v.get('FILTER_OFFSET')}: our int8 weights are symmetric"
+                return
+            batch, depth, out_ch = v.get("INPUT_BATCHES"), v.get("ACCUMULATION_DEPTH"), v.get("OUT_CH")
+            self.x = a["input"].astype(np.int8).reshape(batch, depth)
+            w = a["weights"].astype(np.int8).reshape(out_ch, depth)
+            bias = a.get("biases")
+            bias = np.zeros(out_ch, np.int64) if bias is None else bias.astype(np.int64)
+            if "output_mult" in a:
+                mult, shift = a["output_mult"], a["output_shift"]
+            else:  # per tensor: one requantization
+                mult, shift = np.array([v.get("OUTPUT_MULTIPLIER")]), np.array([v.get("OUTPUT_SHIFT")])
+            folded = bias + in_off * w.astype(np.int64).sum(axis=1)
+            self.consts = [("w", w), ("bias", folded.astype(np.int32)),
+                           ("mult", mult.astype(np.int32)), ("shift", shift.astype(np.int32))]
+            self.params = ("QuantLinearParams", {"input_offset": in_off, "output_offset": out_off, **act})
+            self.y_dims = [batch, out_ch]
+            self.expected = a["output_ref"].astype(np.int8).reshape(self.y_dims)
+            return
+        batch, h, w_, in_ch, out_ch = (v.get(k) for k in ("INPUT_BATCHES", "INPUT_H", "INPUT_W", "IN_CH", "OUT_CH"))
+        kh, kw = v.get("FILTER_Y"), v.get("FILTER_X")
+        self.x = a["input"].astype(np.int8).reshape(batch, h, w_, in_ch)
+        params = {"stride_h": v.get("STRIDE_Y"), "stride_w": v.get("STRIDE_X"), "pad_top": v.get("PAD_Y"),
+                  "pad_left": v.get("PAD_X"), "dilation_h": v.get("DILATION_Y", 1),
+                  "dilation_w": v.get("DILATION_X", 1), "input_offset": in_off, "output_offset": out_off, **act}
+        if self.code == "DEPTHWISE_CONV2D_S8":
+            params["multiplier"] = v.get("CH_MULT", out_ch // in_ch)  # conv sets run as depthwise: 1 channel
+            w = a["weights"].astype(np.int8).reshape(1, kh, kw, out_ch)
+        else:
+            w = a["weights"].astype(np.int8).reshape(out_ch, kh, kw, v.get("FILTER_CH", in_ch))
+        bias = a.get("biases")
+        self.consts = [("w", w), ("bias", np.zeros(out_ch, np.int32) if bias is None else bias.astype(np.int32)),
+                       ("mult", a["output_mult"].astype(np.int32)), ("shift", a["output_shift"].astype(np.int32))]
+        self.params = ("QuantConv2dParams", params)
+        self.y_dims = [batch, v.get("OUTPUT_H"), v.get("OUTPUT_W"), out_ch]
+        self.expected = a["output_ref"].astype(np.int8).reshape(self.y_dims)
+
+
+def cases() -> list[Case]:
+    assert ROOT is not None
+    return [Case(test, load(ROOT, name)) for test, name in _ids()]
+
+
+def program(run: list[Case]) -> tuple[dict, bytes]:
+    """One hand-built program (test_runtime_features.py's Builder) of every case's op, each on its own input."""
+    b = Builder(arena_bytes=0)
+    a = Arena(b)
+    inputs, outputs = [], []
+    for k, c in enumerate(run):
+        x = a.tensor(f"c{k}_x", list(c.x.shape), 1.0, 0)
+        y = a.tensor(f"c{k}_y", c.y_dims, 1.0 / 256 if c.code == "SOFTMAX_S8" else 1.0,
+                     -128 if c.code == "SOFTMAX_S8" else 0)
+        ids = [x] + [b.const(f"c{k}_{n}", "I32" if value.dtype == np.int32 else "I8", value) for n, value in c.consts]
+        b.op(c.code, ids, [y], c.params)
+        inputs.append(x)
+        outputs.append(y)
+    tree = b.tree(inputs, outputs)
+    return tree, serialize.to_pte(tree, bytes(b.segment))
+
+
+def _mismatches(run: list[Case], got: list[np.ndarray]) -> list[str]:
+    out = []
+    for c, y in zip(run, got):
+        y = np.asarray(y).reshape(c.expected.shape)
+        if not np.array_equal(y, c.expected):
+            bad = y != c.expected
+            diff = np.abs(y.astype(np.int32) - c.expected)[bad]
+            out.append(f"{c.name}: {int(bad.sum())} of {bad.size} outputs differ (max |diff| {int(diff.max())})")
+    return out
+
+
+def _host(lib, c: Case) -> np.ndarray:
+    """The portable kernel of c's op, built for the host (UBSan on), on c's integers."""
+    consts = dict(c.consts)
+    out = np.zeros(c.y_dims, np.int8)
+    if c.code == "SOFTMAX_S8":
+        p = c.params[1]
+        lib.k_softmax(c.x, *c.x.shape, p["input_multiplier"], p["input_left_shift"], p["diff_min"], out)
+        return out
+    w, bias, m, s = consts["w"], consts["bias"], consts["mult"], consts["shift"]
+    p = c.params[1]
+    if c.code == "LINEAR_S8":
+        lib.k_linear(c.x, w, bias, m, s, m.size, out, *c.x.shape, w.shape[0], p["output_offset"], p["act_min"],
+                     p["act_max"])
+        return out
+    q = i32([p[f] for f in CONV_FIELDS])
+    if c.code == "DEPTHWISE_CONV2D_S8":
+        lib.k_dwconv(c.x, i32(c.x.shape), w, w.shape[1], w.shape[2], p["multiplier"], bias, m, s, out,
+                     i32(out.shape), q)
+    else:  # conv2d_s8 is grouped_conv2d_s8's one-group case
+        lib.k_grouped_conv(c.x, i32(c.x.shape), w, w.shape[1], w.shape[2], w.shape[3], bias, m, s, out,
+                           i32(out.shape), q)
+    return out
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return kernel_lib.build(tmp_path_factory.mktemp("cmsis_vectors"))
+
+
+@needs_cmsis_nn
+@pytest.mark.parametrize("test,name", _ids(), ids=[f"{t.removeprefix('test_arm_')}/{n}" for t, n in _ids()])
+def test_vectors_reference_and_host_kernels(test: str, name: str, lib) -> None:
+    """Per set: the NumPy reference (the interpreter of a one-op program) and
+    the host-built portable kernel give CMSIS-NN's expected output."""
+    c = Case(test, load(ROOT, name))
+    if c.skip:
+        pytest.skip(c.skip)
+    tree, pte = program([c])
+    (ref,) = run_reference(pte, [[c.x]])
+    assert not _mismatches([c], [ref[0]]), "NumPy reference"
+    assert not _mismatches([c], [_host(lib, c)]), "host kernels"
+
+
+@needs_cmsis_nn
+@needs_qemu
+@needs_arm_gcc
+@pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
+def test_vectors_fast_paths_in_qemu(board: str, tmp_path: Path) -> None:
+    """Every set in scope in one program on the board, with the fast paths
+    (DSP on the M4, MVE on the M55) and again with the generic kernels
+    (-DTMCU_S8_GENERIC): CMSIS-NN's expected outputs each time."""
+    all_cases = cases()
+    run = [c for c in all_cases if not c.skip]
+    tree, pte = program(run)
+    out = build_dir(tmp_path, tree, pte, board)
+    xs = [c.x[None] for c in run]
+    counts = []
+    for opt in ("-Os", "-Os -DTMCU_S8_GENERIC"):
+        build_firmware(out, opt=opt)
+        res = runner.run(out, xs, sim="qemu", profile=True)
+        assert res.exit_code == 0, res.raw[-2000:]
+        bad = _mismatches(run, [y[0] for y in res.outputs])
+        print(f"{board} {opt}: {len(run) - len(bad)} of {len(run)} CMSIS-NN vector sets equal, "
+              f"{len(all_cases) - len(run)} skipped (out of scope)")
+        assert not bad, "\n".join(bad)
+        counts.append(res.kernel_instructions())
+    # The fast paths took sets of every op (fewer instructions than the generic kernel's).
+    fast = [c for c, f, g in zip(run, *counts) if f < g]
+    print(f"{board}: the fast paths ran {len(fast)} sets: {', '.join(c.name for c in fast)}")
+    assert {c.code for c in fast} >= {"CONV2D_S8", "DEPTHWISE_CONV2D_S8", "LINEAR_S8"}, [c.name for c in fast]
