@@ -18,15 +18,16 @@ A fully connected set's per-tensor multiplier is our one-requant form; its
 input offset is folded into the bias (the kernel sums, as the compiler does
 for LINEAR_S8). NULL biases are zeros.
 
+CMSIS-NN's LSTM sets (TFLite's UnidirectionalSequenceLSTM) are LSTM_S8 in
+TFLite's per-gate scheme (no per-row table): see Case._lstm.
+
 Out of scope, skipped with the reason: weight zero points (our weights are
-symmetric: FILTER_OFFSET != 0) and CMSIS-NN's LSTM (TFLite's fused
-UnidirectionalSequenceLSTM: per-gate weights and effective scales, no
-state in the set's headers we take; our LSTM_S8 is tested against TFLM in
-test_oracle.py).
+symmetric: FILTER_OFFSET != 0).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 from pathlib import Path
 
@@ -36,6 +37,7 @@ import pytest
 from _cmsis_vectors import VectorSet, load, sets_of
 from conftest import needs_arm_gcc, needs_qemu
 from test_kernels_s8_fast_fcadd import Arena
+from test_recurrent import build_lib as build_recurrent
 from test_runtime_features import Builder, build_dir
 from _kernel_lib_s8 import i32
 from torchmcu.backends.cmsis_nn.build import CMSIS_NN_ENV
@@ -57,6 +59,8 @@ KERNEL_TESTS = {
     "test_arm_softmax_s8": "SOFTMAX_S8",
     "test_arm_lstm_unidirectional_s8": "LSTM_S8",
 }
+
+WIRE_DTYPE = {np.dtype(np.int8): "I8", np.dtype(np.int16): "I16", np.dtype(np.int32): "I32"}
 
 # QuantConvParams' fields in order (firmware/kernels/portable/conv/conv.h).
 CONV_FIELDS = ("stride_h", "stride_w", "pad_top", "pad_left", "dilation_h", "dilation_w", "input_offset",
@@ -87,9 +91,9 @@ class Case:
         self.consts: list[tuple[str, np.ndarray]] = []
         self.params: tuple[str, dict] | None = None
         a = v.arrays
+        self.extra: list[tuple[str, str, list[int]]] = []  # outputs beside y: (name, dtype, dims)
         if self.code == "LSTM_S8":
-            self.skip = ("CMSIS-NN's LSTM vectors are TFLite's fused UnidirectionalSequenceLSTM (per-gate weights, "
-                         "effective scales of every gate product): out of our kernels' argument form")
+            self._lstm(v)
             return
         if self.code == "SOFTMAX_S8":
             rows, size = v.get("NUM_ROWS"), v.get("ROW_SIZE")
@@ -141,6 +145,46 @@ class Case:
         self.expected = a["output_ref"].astype(np.int8).reshape(self.y_dims)
 
 
+    def _lstm(self, v: VectorSet) -> None:
+        """TFLite's integer LSTM (UnidirectionalSequenceLSTM), our LSTM_S8 without the per-row table:
+        the gates' weights stacked in our order (i, f, g, o: CMSIS-NN's input, forget, cell, output);
+        the bias [2, 4H] with the kernel sums folded in as CMSIS-NN's test folds them (the input
+        side's INPUT_ZERO_POINT, which is the input offset, and the hidden side's -OUTPUT_ZERO_POINT);
+        h0 the hidden zero point (CMSIS-NN's NULL hidden state: no hidden product) and c0 zeros.
+        Batch-major sets are transposed to our time-major layout (the batches are independent)."""
+        a = v.arrays
+        T, B, I, H = (v.get(k) for k in ("TIME_STEPS", "BATCH_SIZE", "INPUT_SIZE", "HIDDEN_SIZE"))
+        gates = ("INPUT", "FORGET", "CELL", "OUTPUT")
+        w_ih = np.concatenate([a[f"{g.lower()}_gate_input_weights"].reshape(H, I) for g in gates]).astype(np.int8)
+        w_hh = np.concatenate([a[f"{g.lower()}_gate_hidden_weights"].reshape(H, H) for g in gates]).astype(np.int8)
+        bias = np.concatenate([a[f"{g.lower()}_gate_bias"] for g in gates]).astype(np.int64)
+        x_off, zp_h = v.get("INPUT_ZERO_POINT"), v.get("OUTPUT_ZERO_POINT")
+        folded = np.stack([bias + x_off * w_ih.astype(np.int64).sum(1), -zp_h * w_hh.astype(np.int64).sum(1)])
+
+        def time_major(values: np.ndarray, size: int) -> np.ndarray:
+            values = values.astype(np.int8)
+            if str(v.config["TIME_MAJOR"]) == "true":
+                return values.reshape(T, B, size)
+            return np.ascontiguousarray(values.reshape(B, T, size).transpose(1, 0, 2))
+
+        self.x = time_major(a["input_tensor"], I)
+        self.consts = [("w_ih", w_ih), ("w_hh", w_hh), ("bias", folded.astype(np.int32)),
+                       ("h0", np.full((B, H), zp_h, np.int8)), ("c0", np.zeros((B, H), np.int16))]
+        self.params = ("QuantLstmParams", {
+            "x_multiplier": [v.get(f"{g}_GATE_INPUT_MULTIPLIER") for g in gates],
+            "x_shift": [v.get(f"{g}_GATE_INPUT_SHIFT") for g in gates],
+            "h_multiplier": [v.get(f"{g}_GATE_HIDDEN_MULTIPLIER") for g in gates],
+            "h_shift": [v.get(f"{g}_GATE_HIDDEN_SHIFT") for g in gates],
+            "forget_multiplier": v.get("FORGET_TO_CELL_MULTIPLIER"), "forget_shift": v.get("FORGET_TO_CELL_SHIFT"),
+            "cell_multiplier": v.get("INPUT_TO_CELL_MULTIPLIER"), "cell_shift": v.get("INPUT_TO_CELL_SHIFT"),
+            "output_multiplier": v.get("OUTPUT_MULTIPLIER"), "output_shift": v.get("OUTPUT_SHIFT"),
+            "output_offset": zp_h, "input_offset": x_off, "cell_scale_power": v.get("CELL_SCALE_POWER"),
+            "cell_clip": v.get("CELL_CLIP")})
+        self.y_dims = [T, B, H]
+        self.extra = [("c", "I16", [B, H])]
+        self.expected = time_major(a["output"], H)
+
+
 def cases() -> list[Case]:
     assert ROOT is not None
     return [Case(test, load(ROOT, name)) for test, name in _ids()]
@@ -155,8 +199,13 @@ def program(run: list[Case]) -> tuple[dict, bytes]:
         x = a.tensor(f"c{k}_x", list(c.x.shape), 1.0, 0)
         y = a.tensor(f"c{k}_y", c.y_dims, 1.0 / 256 if c.code == "SOFTMAX_S8" else 1.0,
                      -128 if c.code == "SOFTMAX_S8" else 0)
-        ids = [x] + [b.const(f"c{k}_{n}", "I32" if value.dtype == np.int32 else "I8", value) for n, value in c.consts]
-        b.op(c.code, ids, [y], c.params)
+        ids = [x] + [b.const(f"c{k}_{n}", WIRE_DTYPE[value.dtype], value) for n, value in c.consts]
+        extra = []
+        for n, dtype, dims in c.extra:
+            extra.append(b.arena(f"c{k}_{n}", dtype, dims, a.top))
+            a.top = serialize._pad(a.top + b.tensors[extra[-1]]["nbytes"])
+            b.arena_bytes = a.top
+        b.op(c.code, ids, [y, *extra], c.params)
         inputs.append(x)
         outputs.append(y)
     tree = b.tree(inputs, outputs)
@@ -174,10 +223,22 @@ def _mismatches(run: list[Case], got: list[np.ndarray]) -> list[str]:
     return out
 
 
-def _host(lib, c: Case) -> np.ndarray:
+def _host(libs, c: Case) -> np.ndarray:
     """The portable kernel of c's op, built for the host (UBSan on), on c's integers."""
+    lib, recurrent = libs
     consts = dict(c.consts)
     out = np.zeros(c.y_dims, np.int8)
+    if c.code == "LSTM_S8":
+        p = c.params[1]
+        T, B, H = c.y_dims
+        q = i32([*p["x_multiplier"], *p["x_shift"], *p["h_multiplier"], *p["h_shift"], p["forget_multiplier"],
+                 p["forget_shift"], p["cell_multiplier"], p["cell_shift"], p["output_multiplier"], p["output_shift"],
+                 p["output_offset"], p["cell_scale_power"], p["cell_clip"]])
+        cell = np.zeros((B, H), np.int16)
+        ptr = [a.ctypes.data_as(ctypes.c_void_p) for a in (c.x, *consts.values(), out, cell)]
+        shape = i32([T, B, c.x.shape[2], H, 0])
+        recurrent.k_lstm_s8(*ptr, shape.ctypes.data_as(ctypes.c_void_p), q.ctypes.data_as(ctypes.c_void_p), None)
+        return out
     if c.code == "SOFTMAX_S8":
         p = c.params[1]
         lib.k_softmax(c.x, *c.x.shape, p["input_multiplier"], p["input_left_shift"], p["diff_min"], out)
@@ -199,13 +260,14 @@ def _host(lib, c: Case) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    return kernel_lib.build(tmp_path_factory.mktemp("cmsis_vectors"))
+def libs(tmp_path_factory):
+    """The int8 kernels (tests/_kernel_lib_s8.py) and the recurrent ones (test_recurrent.py's shim)."""
+    return kernel_lib.build(tmp_path_factory.mktemp("cmsis_vectors")), build_recurrent(tmp_path_factory.mktemp("rnn"))
 
 
 @needs_cmsis_nn
 @pytest.mark.parametrize("test,name", _ids(), ids=[f"{t.removeprefix('test_arm_')}/{n}" for t, n in _ids()])
-def test_vectors_reference_and_host_kernels(test: str, name: str, lib) -> None:
+def test_vectors_reference_and_host_kernels(test: str, name: str, libs) -> None:
     """Per set: the NumPy reference (the interpreter of a one-op program) and
     the host-built portable kernel give CMSIS-NN's expected output."""
     c = Case(test, load(ROOT, name))
@@ -214,7 +276,7 @@ def test_vectors_reference_and_host_kernels(test: str, name: str, lib) -> None:
     tree, pte = program([c])
     (ref,) = run_reference(pte, [[c.x]])
     assert not _mismatches([c], [ref[0]]), "NumPy reference"
-    assert not _mismatches([c], [_host(lib, c)]), "host kernels"
+    assert not _mismatches([c], [_host(libs, c)]), "host kernels"
 
 
 @needs_cmsis_nn

@@ -37,7 +37,7 @@ from torchmcu.program.interpret import Interpreter, run_reference
 from torchmcu.sim import runner
 
 OK, INVALID_TENSOR, INVALID_OP = 0x00, 0x23, 0x24
-WIRE = {"F32": "<f4", "I8": "i1", "I32": "<i4"}
+WIRE = serialize.WIRE_DTYPES
 
 
 class Builder:
