@@ -24,7 +24,7 @@ import numpy as np
 _INCLUDE = re.compile(r'#include\s+"([^"]+)"')
 _DEFINE = re.compile(r"^#define\s+(\w+)\s+(\S+)\s*$", re.M)
 _ARRAY = re.compile(r"const\s+(u?int(?:8|16|32|64)_t)\s+(\w+)\s*\[\s*(\d*)\s*\]\s*=\s*\{([^}]*)\}\s*;", re.S)
-_ALIAS = re.compile(r"const\s+u?int(?:8|16|32|64)_t\s*\*\s*(?:const\s+)?(\w+)\s*=\s*(\w+)\s*;")
+_ALIAS = re.compile(r"const\s+(u?int(?:8|16|32|64)_t)\s*\*\s*(?:const\s+)?(\w+)\s*=\s*(\w+)\s*;")
 _TEST_SET = re.compile(r'#include\s+"\.\./TestData/(\w+)/test_data\.h"')
 
 
@@ -37,6 +37,7 @@ class VectorSet:
     name: str
     config: dict[str, int | str]
     arrays: dict[str, np.ndarray | None]
+    ctypes: dict[str, str]  # each tensor's declared element type ("int32_t"), NULL ones too
 
     def get(self, key: str, default: int | None = None) -> int:
         value = self.config.get(key, default)
@@ -74,11 +75,15 @@ def load(root: Path, name: str) -> VectorSet:
     prefix = name.upper() + "_"
     config = {k[len(prefix):]: _value(v) for k, v in _DEFINE.findall(text) if k.startswith(prefix)}
     arrays: dict[str, np.ndarray | None] = {}
+    ctypes: dict[str, str] = {}
     lower = name + "_"
     for ctype, var, _, body in _ARRAY.findall(text):
+        ctypes[var.removeprefix(lower)] = ctype
         values = [int(v, 0) for v in body.replace("\n", " ").split(",") if v.strip()]
-        arrays[var.removeprefix(lower)] = np.array(values, dtype=np.dtype(ctype.removesuffix("_t")))
+        # As C converts them: the packed int4 sets write bytes above 127 into int8_t arrays.
+        arrays[var.removeprefix(lower)] = np.array(values, np.int64).astype(ctype.removesuffix("_t"))
     # Aliases (`a = b;`) and NULLs, in order: an alias may name an earlier alias.
-    for var, target in _ALIAS.findall(text):
+    for ctype, var, target in _ALIAS.findall(text):
         arrays[var.removeprefix(lower)] = None if target == "NULL" else arrays[target.removeprefix(lower)]
-    return VectorSet(name, config, arrays)
+        ctypes[var.removeprefix(lower)] = ctype
+    return VectorSet(name, config, arrays, ctypes)
