@@ -54,6 +54,12 @@ X void k_conv(const int8_t* in, const int32_t* is, const int8_t* w, int32_t kh, 
               const int32_t* os, const int32_t* q) {
   conv2d_s8(in, shape(is), w, kh, kw, bias, m, s, out, shape(os), params<QuantConvParams>(q));
 }
+X void k_grouped_conv(const int8_t* in, const int32_t* is, const int8_t* w, int32_t kh, int32_t kw,
+                      int32_t group_channels, const int32_t* bias, const int32_t* m, const int32_t* s,
+                      int8_t* out, const int32_t* os, const int32_t* q) {
+  grouped_conv2d_s8(in, shape(is), w, kh, kw, group_channels, bias, m, s, out, shape(os),
+                    params<QuantConvParams>(q));
+}
 X void k_dwconv(const int8_t* in, const int32_t* is, const int8_t* w, int32_t kh, int32_t kw,
                 int32_t mult, const int32_t* bias, const int32_t* m, const int32_t* s,
                 int8_t* out, const int32_t* os, const int32_t* q) {
@@ -119,6 +125,7 @@ _S = ctypes.c_size_t
 _SIGNATURES = {
     "k_requantize": [_P, _P, _P, _P, _I],
     "k_conv": [_P, _P, _P, _I, _I, _P, _P, _P, _P, _P, _P],
+    "k_grouped_conv": [_P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P, _P],
     "k_dwconv": [_P, _P, _P, _I, _I, _I, _P, _P, _P, _P, _P, _P],
     "k_linear": [_P, _P, _P, _P, _P, _I, _P, _I, _I, _I, _I, _I, _I],
     "k_add": [_P, _P, _P, _P, _P, _P, _I, _P],

@@ -186,9 +186,8 @@ X int16_t k_tanh(int32_t x, int32_t shift) { return tanh_s16(x, shift); }
 """
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    d = tmp_path_factory.mktemp("recurrent")
+def build_lib(d: Path) -> ctypes.CDLL:
+    """The integer recurrent kernels built for the host (UBSan on) in `d`, with the shim's k_* functions."""
     (d / "shim.cc").write_text(_SHIM)
     out = d / "librecurrent.so"
     cmd = ["g++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-fno-rtti", "-fno-exceptions", "-shared",
@@ -199,6 +198,11 @@ def lib(tmp_path_factory):
     lib = ctypes.CDLL(str(out))
     lib.k_sigmoid.restype = lib.k_tanh.restype = ctypes.c_int16
     return lib
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return build_lib(tmp_path_factory.mktemp("recurrent"))
 
 
 def _p(a: np.ndarray | None) -> ctypes.c_void_p:

@@ -37,8 +37,7 @@ from torchmcu.program.interpret import Interpreter, run_reference
 from torchmcu.sim import runner
 
 OK, INVALID_TENSOR, INVALID_OP = 0x00, 0x23, 0x24
-WIRE = {"F32": "<f4", "I8": "i1", "U8": "u1", "I16": "<i2", "I32": "<i4", "I64": "<i8"}
-IO_DTYPE = {"I8": "int8", "I16": "int16"}  # a hand-built program's inputs and outputs
+WIRE = serialize.WIRE_DTYPES
 
 
 class Builder:
@@ -181,6 +180,9 @@ def test_float_unary_and_binary_in_place(host_runner: Path, tmp_path: Path) -> N
     np.testing.assert_allclose(outs[0][0], np.maximum(sig, sig + ys), rtol=1e-6, atol=1e-6)
 
 
+IO_DTYPE = {"I8": "int8", "I16": "int16", "F32": "float32"}  # a hand-built program's inputs and outputs (the runner's I/O)
+
+
 def build_dir(tmp_path, tree: dict, pte: bytes, board: str):
     """A build directory for a hand-built program: what `torchmcu compile`
     writes, as far as `build` and `run` need it (the arena in a memory of
@@ -202,8 +204,8 @@ def build_dir(tmp_path, tree: dict, pte: bytes, board: str):
 
     def io(t: int) -> IoTensor:
         d = tree["tensors"][t]
-        return IoTensor(d["name"], tuple(d["dims"]), tuple(range(len(d["dims"]))), IO_DTYPE[d["dtype"]], d["scale"],
-                        d["zero_point"])
+        return IoTensor(d["name"], tuple(d["dims"]), tuple(range(len(d["dims"]))), IO_DTYPE[d["dtype"]],
+                        d.get("scale", 0.0), d.get("zero_point", 0))
 
     h, c = api_sources(serialize.DEFAULT_SYMBOL, [io(t) for t in tree["inputs"]], [io(t) for t in tree["outputs"]],
                        {"board": board, "quant": "int8", "arena_bytes": size,
@@ -213,8 +215,8 @@ def build_dir(tmp_path, tree: dict, pte: bytes, board: str):
 
     def meta(t: int) -> dict:
         d = tree["tensors"][t]
-        return {"name": d["name"], "shape": d["dims"], "dtype": IO_DTYPE[d["dtype"]], "scale": d["scale"],
-                "zero_point": d["zero_point"]}
+        return {"name": d["name"], "shape": d["dims"], "dtype": IO_DTYPE[d["dtype"]],
+                "scale": d.get("scale", 0.0), "zero_point": d.get("zero_point", 0)}
 
     (out / "model.json").write_text(json.dumps({
         "board": board, "arenas": [{"name": a.name, "section": serialize.arena_section(a), "size": a.size}

@@ -8,6 +8,10 @@ Each test prints a line `zoo: ...` with the figures (instructions are QEMU
 -icount instructions, not cycles) and, at int8, the SQNR of the firmware's
 output against the float model's, beside PyTorch's own int8 (q/dq) SQNR.
 
+With TORCHMCU_CMSIS_NN_DIR set, each model's int8 program of those runs
+is built again with `--kernels cmsis-nn`, run and checked: the default
+build must take no more instructions (the fast paths' yardstick).
+
 Run with `pytest -m zoo tests/test_zoo_cnn.py -s`. Nothing here is an
 expected failure: a model that stops at an op prints which one.
 """
@@ -21,7 +25,7 @@ from typing import Any
 
 import pytest
 import torch
-from _zoo import figures, sqnr_db
+from _zoo import assert_not_slower, cmsis_nn_instructions, figures, known_slow, needs_cmsis_nn, run_checked, sqnr_db
 from conftest import REPO, needs_arm_gcc, needs_qemu
 from torchmcu.builder.firmware import build_firmware
 from torchmcu.compiler import compile
@@ -50,6 +54,8 @@ class Zoo:
     def __init__(self) -> None:
         self.models: dict[str, tuple[torch.nn.Module, torch.Tensor]] = {}
         self.quantized: dict[str, Any] = {}
+        # (name, board) -> the int8 build's directory and its instructions per inference
+        self.int8: dict[tuple[str, str], tuple[Path, int]] = {}
 
     def model(self, name: str) -> tuple[torch.nn.Module, torch.Tensor]:
         if name not in self.models:
@@ -89,13 +95,10 @@ def test_zoo_model(name: str, quant: str, board: str, zoo: Zoo, tmp_path: Path) 
         c = compile(program, (x,), board, tmp_path, quant=quant, progress=False)
     build_firmware(tmp_path)
     xs = [x.numpy()]
-    res = runner.run(tmp_path, xs, sim="qemu", timeout_s=1800)
-    assert res.exit_code == 0, res.raw[-3000:]
-    expected, tol = runner.expected(tmp_path, runner.split_samples(runner.load_meta(tmp_path), xs))
-    mismatch, worst = runner.compare(res.outputs, expected, tol)
-    assert mismatch is None, f"{mismatch} (max abs error {worst})"
+    res, worst = run_checked(tmp_path, xs)
     line = figures(c.report, res.inference_instructions())
     if quant == "int8":
+        zoo.int8[(name, board)] = (tmp_path, res.inference_instructions())
         with torch.no_grad():
             ref = model(x).numpy()
         db = sqnr_db(res.outputs[0][0], ref)
@@ -110,3 +113,24 @@ def test_zoo_model(name: str, quant: str, board: str, zoo: Zoo, tmp_path: Path) 
         assert db > 0 and db >= db_torch - 1.0, f"{name}: int8 SQNR {db:.1f} dB, PyTorch's int8 {db_torch:.1f} dB"
     else:
         print(f"\nzoo: {name} {quant} {board}: {line}, max |fw - float64| {worst:.3g}")
+
+
+# Models on which the default int8 build is still slower than the CMSIS-NN build: none since the
+# wide-convolution and pool fast paths (#27 item 2).
+SLOWER_THAN_CMSIS_NN: dict[tuple[str, str], str] = {}
+
+
+@needs_cmsis_nn
+@pytest.mark.parametrize("name,board", known_slow([(m, b) for m in sorted(cnn_zoo.MODELS) for b in BOARDS],
+                                                  SLOWER_THAN_CMSIS_NN, "zoo"))
+def test_zoo_default_not_slower_than_cmsis_nn(name: str, board: str, zoo: Zoo, tmp_path: Path) -> None:
+    """The int8 program of test_zoo_model (its build directory, on this
+    worker; compiled here when run alone) built with --kernels cmsis-nn."""
+    _, x = zoo.model(name)
+    xs = [x.numpy()]
+    if (name, board) not in zoo.int8:
+        compile(zoo.program(name, "int8"), (x,), board, tmp_path, quant="int8", progress=False)
+        build_firmware(tmp_path)
+        zoo.int8[(name, board)] = (tmp_path, run_checked(tmp_path, xs)[0].inference_instructions())
+    out, default = zoo.int8[(name, board)]
+    assert_not_slower(f"{name} int8 {board}", default, cmsis_nn_instructions(out, xs))
