@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO / "examples"))
 
 import mlperf_tiny as mt  # noqa: E402
 import sequence_zoo  # noqa: E402
+from commit import measured_at  # noqa: E402
 
 TORCHMCU = [sys.executable, "-m", "torchmcu"]
 
@@ -83,9 +84,7 @@ def main() -> None:
                 r = rows[-1]
                 print(f"{model:8s} {board:11s} {opt:5s} flash {r['flash']:7,} B  code {r['code']:6,} B  "
                       f"runtime+kernels {r['runtime_kernels']:6,} B  instructions {r['instructions']:10,}")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=REPO).stdout.strip()
-    (REPO / "bench" / "size.json").write_text(json.dumps({"commit": commit, "rows": rows}, indent=1) + "\n")
+    (REPO / "bench" / "size.json").write_text(json.dumps({"commit": measured_at(), "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -127,17 +127,9 @@ def _on_board(name: str, quant: str, board: str, program: torch.nn.Module, held:
     assert db > 0 and db >= db_torch - 1.0, f"{name} {board}: {quant} SQNR {db:.1f} dB, PyTorch's {db_torch:.1f} dB"
 
 
-# The default int8 build slower than the CMSIS-NN build, measured (default/cmsis-nn instructions): the
-# attention models, whose int8 LINEAR / BATCH_MATMUL / SOFTMAX fast paths are being written.
-_ATTENTION_SLOW = "#27 item 2: the Transformer's int8 fast paths are not written yet; CMSIS-NN's are faster"
-SLOWER_THAN_CMSIS_NN: dict[tuple[str, str], str] = {
-    ("conformer", "mps3-an547"): _ATTENTION_SLOW + " (1.02x)",
-    ("transformer_post", "mps3-an547"): _ATTENTION_SLOW + " (1.55x)",
-    ("transformer_post", "mps2-an386"): _ATTENTION_SLOW + " (1.01x)",
-    ("transformer_pre", "mps3-an547"): _ATTENTION_SLOW + " (1.55x)",
-    ("transformer_pre", "mps2-an386"): _ATTENTION_SLOW + " (1.01x)",
-    ("kwt", "mps3-an547"): _ATTENTION_SLOW + " (1.22x)",
-}
+# The default int8 build slower than the CMSIS-NN build, measured (default/cmsis-nn instructions): none
+# since the attention fast paths (kernels/fast/attention_norm, kernels/fast/reduce).
+SLOWER_THAN_CMSIS_NN: dict[tuple[str, str], str] = {}
 
 
 @needs_cmsis_nn

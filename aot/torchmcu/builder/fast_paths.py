@@ -12,10 +12,11 @@ variants no op can take: the same instructions, fewer bytes (`--opt speed`,
 the default).
 
 `--opt size` (the size-first build) also leaves out a whole family's fast path
-where the program gives it little work (below SIZE_MIN_WORK multiply-adds or
-elements per inference, summed over the family's ops: a fast path is 1-6 KB and
-saves one to a few instructions per unit of work, so under that it costs more
-bytes than it saves instructions), and compiles the fast paths that stay at the
+where the instructions it saves per inference are few (below SIZE_MIN_SAVED:
+the family's work summed over its ops, multiply-adds or elements, times
+SAVED_PER_UNIT, what the fast path saves per unit of work against the generic
+kernel; a fast path is 1-6 KB, so under that it costs more bytes than it saves
+instructions), and compiles the fast paths that stay at the
 image's -Os instead of -O2 (TMCU_FAST_OS). A path left out returns false and
 the generic kernel runs: the same bits either way.
 """
@@ -29,7 +30,10 @@ from ..program import schema
 OPTS = ("speed", "size")
 MAX_PATCH = 576  # conv2d_s8.h's kMaxPatch
 DSP_FOUR = 288  # conv2d_s8.h: K (rounded up to 4) whose 4 expanded pixels fill kPatchBuffer
-SIZE_MIN_WORK = 32 * 1024
+SIZE_MIN_SAVED = 64 * 1024
+# Instructions the fast path saves per unit of work against the generic kernel (M55 and M4, bench/size.py's
+# builds): 2-7 per multiply-add for the MAC families, about 110 per element for ADD's table and lanes.
+SAVED_PER_UNIT = {"CONV": 2, "DW": 2, "LINEAR": 2, "ADD": 110, "POOL": 2}
 
 # The family macro of each program op whose portable kernel calls a fast path first.
 FAMILY = {"CONV2D_S8": "CONV", "DEPTHWISE_CONV2D_S8": "DW", "LINEAR_S8": "LINEAR", "ADD_S8": "ADD",
@@ -126,6 +130,6 @@ def defines(out_dir: str | Path, opt: str) -> list[str]:
     variants, work = program_needs((Path(out_dir) / "model.pte").read_bytes())
     flags = [f"-DTMCU_FAST_{v}=0" for v in VARIANTS if v not in variants]
     if opt == "size":
-        flags += [f"-DTMCU_FAST_{f}=0" for f, n in work.items() if n < SIZE_MIN_WORK]
+        flags += [f"-DTMCU_FAST_{f}=0" for f, n in work.items() if n * SAVED_PER_UNIT[f] < SIZE_MIN_SAVED]
         flags.append("-DTMCU_FAST_OS=1")
     return flags
