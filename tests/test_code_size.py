@@ -54,11 +54,11 @@ def test_size_first_build_is_smaller_and_bit_exact(compiled: Path, tmp_path: Pat
     size, _ = _build(compiled, tmp_path / "size", "--opt", "size")
     assert speed["flash"] <= GOAL, speed["parts"]
     assert size["flash"] < speed["flash"] - 1024, (size["parts"], speed["parts"])
-    # The ADDs (4 x 1,960 elements) and the classifier (480 multiply-adds)
-    # give their fast paths too little work; the convolutions keep theirs.
-    for code in ("ADD_S8", "LINEAR_S8"):
-        assert _fast(speed, code) > 0 and _fast(size, code) == 0, code
-    assert _fast(size, "CONV2D_S8") > 0
+    # The classifier (480 multiply-adds) gives its fast path too little work;
+    # the convolutions and the ADDs (4 x 1,960 elements, ~110 instructions
+    # saved per element) keep theirs.
+    assert _fast(speed, "LINEAR_S8") > 0 and _fast(size, "LINEAR_S8") == 0
+    assert _fast(size, "CONV2D_S8") > 0 and _fast(size, "ADD_S8") > 0
     k = speed["kernel_code"]
     line = next(ln for ln in printed.splitlines() if ln.startswith("kernel code"))
     assert f"CONV2D_S8 {sum(k['ops']['CONV2D_S8'].values()):,} B (fast {_fast(speed, 'CONV2D_S8'):,})" in line
@@ -88,5 +88,5 @@ def test_variants_the_program_can_take(compiled: Path) -> None:
     assert "-DTMCU_FAST_CONV_WIDE=0" in speed and "-DTMCU_FAST_ADD_LANES=0" in speed
     assert not any(f.startswith(("-DTMCU_FAST_CONV=", "-DTMCU_FAST_OS")) for f in speed)
     size = fast_paths.defines(compiled, "size")
-    assert {"-DTMCU_FAST_ADD=0", "-DTMCU_FAST_LINEAR=0", "-DTMCU_FAST_OS=1"} <= set(size)
-    assert "-DTMCU_FAST_CONV=0" not in size
+    assert {"-DTMCU_FAST_LINEAR=0", "-DTMCU_FAST_OS=1"} <= set(size)
+    assert "-DTMCU_FAST_CONV=0" not in size and "-DTMCU_FAST_ADD=0" not in size

@@ -32,12 +32,13 @@ MAX_PATCH = 576  # conv2d_s8.h's kMaxPatch
 DSP_FOUR = 288  # conv2d_s8.h: K (rounded up to 4) whose 4 expanded pixels fill kPatchBuffer
 SIZE_MIN_SAVED = 64 * 1024
 # Instructions the fast path saves per unit of work against the generic kernel (M55 and M4, bench/size.py's
-# builds): 2-7 per multiply-add for the MAC families, about 110 per element for ADD's table and lanes.
-SAVED_PER_UNIT = {"CONV": 2, "DW": 2, "LINEAR": 2, "ADD": 110, "POOL": 2}
+# builds): 2-7 per multiply-add for the MAC families, about 110 per element for ADD's table and lanes,
+# about 100 per element for softmax's table gathers (issue #27: 109 generic, under 10 fast on the M55).
+SAVED_PER_UNIT = {"CONV": 2, "DW": 2, "LINEAR": 2, "ADD": 110, "POOL": 2, "SOFTMAX": 100}
 
 # The family macro of each program op whose portable kernel calls a fast path first.
 FAMILY = {"CONV2D_S8": "CONV", "DEPTHWISE_CONV2D_S8": "DW", "LINEAR_S8": "LINEAR", "ADD_S8": "ADD",
-          "AVG_POOL2D_S8": "POOL", "MAX_POOL2D_S8": "POOL"}
+          "AVG_POOL2D_S8": "POOL", "MAX_POOL2D_S8": "POOL", "SOFTMAX_S8": "SOFTMAX", "SOFTMAX_MASKED_S8": "SOFTMAX"}
 VARIANTS = ("CONV_WIDE", "CONV_G4", "CONV_G2", "DW_S1", "DW_S2", "FC_PER_CHANNEL", "FC_PER_TENSOR", "FC_FEW",
             "FC_CHUNKED", "ADD_LANES")
 ADD_TABLE_MIN = 256  # binary_s8.h's kAddTableMin
@@ -92,6 +93,8 @@ def program_needs(pte: bytes) -> tuple[set[str], dict[str, int]]:
                 variants.add("FC_CHUNKED")
         elif family == "POOL":
             work[family] += _prod(out) * params.get("kernel_h", 1) * params.get("kernel_w", 1)
+        elif family == "SOFTMAX":
+            work[family] += _prod(out)
         else:
             work[family] += _prod(out)
             if all(d == out for d in dims[:2]) and not _add_tabulated(params, _prod(out)):

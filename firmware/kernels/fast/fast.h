@@ -84,6 +84,9 @@
 #ifndef TMCU_FAST_POOL  // avg_pool2d_s8 and max_pool2d_s8
 #define TMCU_FAST_POOL 1
 #endif
+#ifndef TMCU_FAST_SOFTMAX  // softmax_rows_s8 (SOFTMAX_S8, SOFTMAX_MASKED_S8)
+#define TMCU_FAST_SOFTMAX 1
+#endif
 #ifndef TMCU_FAST_OS  // 1: the fast paths at the image's -O (size-first), not -O2
 #define TMCU_FAST_OS 0
 #endif

@@ -25,7 +25,7 @@ using fp::one_over_one_plus_x;
 void softmax_rows_s8(const int8_t* in, int32_t num_rows, int32_t row_size, int32_t input_multiplier,
                      int32_t input_left_shift, int32_t diff_min, const uint8_t* mask,
                      int32_t mask_rows, int8_t* out, const int32_t* exp_table) {
-#if TMCU_S8_FAST
+#if TMCU_S8_FAST && TMCU_FAST_SOFTMAX
   if (fast::softmax_rows_s8(in, num_rows, row_size, diff_min, mask, mask_rows, out, exp_table)) return;
 #endif
   const int32_t scale = static_cast<int32_t>(uint32_t{1} << input_left_shift);
