@@ -1,6 +1,7 @@
 """The torchmcu command line.
 
     torchmcu compile path.py:make --board mps3-an547 -o build/model   (or a saved model.pt2)
+    torchmcu compile model.jit --input x=1x576 --board mps3-an547 -o build/model   (TorchScript; .onnx: --fix sr=16000)
     torchmcu build build/model [--app main.c ...] [--lib] [--stack BYTES]
     torchmcu run build/model --sim qemu --input x.npy [--check] [--json] [--profile]
     torchmcu run build/model --device /dev/ttyACM0 [--baud 115200] [--check]
@@ -55,12 +56,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def _compile(args: argparse.Namespace) -> int:
     from .compiler import compile
-    from .frontend.capture import load_entry
+    from .frontend.shipped import load_model
 
     t0 = time.monotonic()
     calibration = read_arrays(args.calibration, "--calibration") if args.calibration else None
     _progress(f"loading {args.model}")
-    model, example = load_entry(args.model)
+    model, example = load_model(args.model, args.input, args.fix)
     if calibration is not None:
         calibration = check_calibration(args.calibration, calibration, model, example)
     _progress(f"compiling for {args.board} ({args.quant})")
@@ -424,8 +425,16 @@ def make_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("compile", help="compile a model into a build directory")
-    c.add_argument("model", help="path.py:function returning (nn.Module, example_inputs), or a saved "
-                                 "ExportedProgram (model.pt2, torch.export.save), with its example inputs")
+    c.add_argument("model", help="path.py:function returning (nn.Module, example_inputs), a saved "
+                                 "ExportedProgram (model.pt2, torch.export.save), with its example inputs, a "
+                                 "TorchScript file (model.pt / model.jit, torch.jit.save; FILE:SUBMODULE for a "
+                                 "submodule's forward) or an ONNX file (model.onnx)")
+    c.add_argument("--input", action="append", default=[], metavar="NAME=SHAPE",
+                   help="a TorchScript or ONNX model's input shape, e.g. --input x=1x576 (repeat per input; an "
+                        "ONNX input with a static shape needs none)")
+    c.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE",
+                   help="an ONNX model's input fixed to a constant and folded into the graph (with the Ifs it "
+                        "decides), e.g. --fix sr=16000")
     c.add_argument("--board", required=True, help="board name (see `torchmcu boards`) or a .toml path")
     c.add_argument("-o", "--output", required=True, help="output directory")
     c.add_argument("-v", "--verbose", action="store_true",

@@ -51,6 +51,12 @@ def _type_as(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     return x if x.dtype == other.dtype else aten._to_copy.default(x, dtype=other.dtype)
 
 
+def _stack(tensors: list[torch.Tensor], dim: int = 0) -> torch.Tensor:
+    """stack as unsqueeze and cat (an LSTM cell's state stacked: torch.stack([h, c]))."""
+    d = dim if dim >= 0 else dim + tensors[0].dim() + 1
+    return aten.cat.default([aten.unsqueeze.default(t, d) for t in tensors], d)
+
+
 def _split(x: torch.Tensor, split_size: int, dim: int = 0) -> list[torch.Tensor]:
     n = int(x.shape[dim])
     return _split_with_sizes(x, [min(split_size, n - i) for i in range(0, n, split_size)] or [0], dim)
@@ -78,6 +84,7 @@ def _decompositions() -> dict[Any, Callable[..., Any]]:
     table[aten.full_like.default] = _full_like
     table[aten.type_as.default] = _type_as
     table[aten.split.Tensor] = _split  # chunk comes as split
+    table[aten.stack.default] = _stack
     table[aten.split_with_sizes.default] = _split_with_sizes
     return table
 
@@ -259,6 +266,7 @@ def export(model: torch.nn.Module, example_inputs: tuple[Any, ...], reparam: boo
             warnings.simplefilter("ignore", DeprecationWarning)
             ep = ep.run_decompositions(DECOMPOSITIONS)
         fold_shape_arithmetic(ep)
+        small_powers(ep)
     except Exception as e:  # torch raises many types; give the user one clear message
         if raised_by_user(e):  # their forward raised it, not torch.export refusing something
             raise user_error(f"your model's forward ({type(model).__name__}.forward)", e) from e
@@ -270,6 +278,41 @@ def export(model: torch.nn.Module, example_inputs: tuple[Any, ...], reparam: boo
 
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+# x ** k for the exponents that are ops with a kernel: the power in the ops it is
+_POWERS: dict[float, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node]] = {
+    1.0: lambda g, x: x,
+    2.0: lambda g, x: g.call_function(aten.mul.Tensor, (x, x)),
+    3.0: lambda g, x: g.call_function(aten.mul.Tensor, (g.call_function(aten.mul.Tensor, (x, x)), x)),
+    0.5: lambda g, x: g.call_function(aten.sqrt.default, (x,)),
+    -0.5: lambda g, x: g.call_function(aten.rsqrt.default, (x,)),
+    -1.0: lambda g, x: g.call_function(aten.reciprocal.default, (x,)),
+}
+
+
+def small_powers(ep: torch.export.ExportedProgram) -> None:
+    """x ** 2 (an STFT's magnitude: real ** 2 + imag ** 2), ** 3, ** 0.5, ** -0.5, ** -1 as
+    mul / sqrt / rsqrt / reciprocal; other exponents stay pow, refused as the op."""
+    graph, changed = ep.graph, False
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target != aten.pow.Tensor_Scalar or len(n.args) != 2:
+            continue
+        x, k = n.args
+        if not isinstance(k, (int, float)) or float(k) not in _POWERS:
+            continue
+        with graph.inserting_before(n):
+            new = _POWERS[float(k)](graph, x)
+        if new is not x:
+            new.meta.update({k2: v for k2, v in n.meta.items() if k2 != "val"})
+            new.meta["val"] = n.meta.get("val")
+            for inner in new.all_input_nodes:  # x * x * x: the inner product's value too
+                if inner is not x and "val" not in inner.meta:
+                    inner.meta.update(new.meta)
+        n.replace_all_uses_with(new)
+        graph.erase_node(n)
+        changed = True
+    if changed:
+        ep.graph_module.recompile()
 
 
 def fold_shape_arithmetic(ep: torch.export.ExportedProgram) -> None:
