@@ -294,10 +294,19 @@ def small_powers(ep: torch.export.ExportedProgram) -> None:
     """x ** 2 (an STFT's magnitude: real ** 2 + imag ** 2), ** 3, ** 0.5, ** -0.5, ** -1 as
     mul / sqrt / rsqrt / reciprocal; other exponents stay pow, refused as the op."""
     graph, changed = ep.graph, False
+    sig = ep.graph_signature
+    names = {**sig.inputs_to_buffers, **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
+    state = {**ep.state_dict, **ep.constants}
     for n in list(graph.nodes):
-        if n.op != "call_function" or n.target != aten.pow.Tensor_Scalar or len(n.args) != 2:
+        if n.op != "call_function" or n.target not in (aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor) \
+                or len(n.args) != 2:
             continue
         x, k = n.args
+        if isinstance(k, torch.fx.Node):  # a constant exponent tensor of one value (ONNX's Pow)
+            value = state.get(names.get(k.name, ""))
+            k = float(value.reshape(-1)[0]) if isinstance(value, torch.Tensor) and value.numel() == 1 else None
+            if k is not None and tuple(n.meta["val"].shape) != tuple(x.meta["val"].shape):
+                k = None  # the exponent broadcasts x to a larger shape: left as it is
         if not isinstance(k, (int, float)) or float(k) not in _POWERS:
             continue
         with graph.inserting_before(n):
@@ -312,6 +321,7 @@ def small_powers(ep: torch.export.ExportedProgram) -> None:
         graph.erase_node(n)
         changed = True
     if changed:
+        graph.eliminate_dead_code()
         ep.graph_module.recompile()
 
 

@@ -59,7 +59,7 @@ def load_onnx(path: Path, shapes: dict[str, tuple[int, ...]], fixed: dict[str, s
     if not model.graph.node:
         raise TorchMCUError(f"{path} is not an ONNX model (no graph nodes)")
     model, example = fold(model, shapes, fixed, path.name)
-    return convert(model, path.name), example
+    return convert(model, path.name, example), example
 
 
 def _elem_dtype(onnx: Any, elem_type: int) -> np.dtype:
@@ -312,7 +312,7 @@ def _rename(onnx: Any, n: Any, rename: dict[str, str]) -> None:
                     o.name = rename[o.name]
 
 
-def convert(model: Any, where: str) -> torch.nn.Module:
+def convert(model: Any, where: str, example: tuple[torch.Tensor, ...]) -> torch.nn.Module:
     """onnx2torch's GraphModule of the folded model; an op it has no converter for named."""
     onnx2torch = _import_onnx2torch()
     from .onnx_ops import register
@@ -336,7 +336,85 @@ def convert(model: Any, where: str) -> torch.nn.Module:
             raise TorchMCUError(f"{where}: onnx2torch converts {n.op_type} from opset {min(versions)}, the model is "
                                 f"opset {v}; convert it to a newer opset (onnx.version_converter)")
     try:
-        return onnx2torch.convert(model)
+        gm = onnx2torch.convert(model)
     except Exception as e:
         raise TorchMCUError(f"{where}: onnx2torch could not convert the model: {type(e).__name__}: "
                             f"{one_line(str(e))}") from None
+    bind_constants(gm, example)
+    return gm
+
+
+class _Numbers(np.ndarray):
+    """A constant an onnx2torch module reads as numbers (`t.detach().cpu().numpy()`, `.tolist()`,
+    `.item()`): an array, so that torch.export sees numbers, not a tensor of its graph."""
+
+    def detach(self) -> "_Numbers":
+        return self
+
+    def cpu(self) -> "_Numbers":
+        return self
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self)
+
+
+class _Bound(torch.nn.Module):
+    """An onnx2torch module called with constants (a Slice's starts, a
+    Reshape's shape) that it reads as numbers: those bound as arrays
+    (_Numbers). torch.export would otherwise trace them as tensors, and
+    reading one as numbers fails (`.numpy() is not supported for tensor
+    subclasses`)."""
+
+    def __init__(self, inner: torch.nn.Module, bound: list[Any]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.bound = tuple(bound)  # an array where a constant goes, None where the call's argument does
+
+    def forward(self, *xs: Any) -> Any:
+        it = iter(xs)
+        return self.inner(*[next(it) if b is None else b for b in self.bound])
+
+
+def bind_constants(gm: torch.fx.GraphModule, example: tuple[torch.Tensor, ...]) -> None:
+    """Each call of an onnx2torch module with constants after its first argument, those bound as
+    numbers (_Bound), where the module computes the same with them (tried on the example inputs)."""
+    bind: dict[torch.fx.Node, list[Any]] = {}
+
+    class Probe(torch.fx.Interpreter):
+        def run_node(self, n: torch.fx.Node) -> Any:
+            self.node = n
+            return super().run_node(n)
+
+        def call_module(self, target: Any, args: Any, kwargs: Any) -> Any:
+            out = super().call_module(target, args, kwargs)
+            n = self.node
+            consts = [isinstance(a, torch.fx.Node) and a.op == "get_attr" for a in n.args]
+            if any(consts[1:]) and not kwargs:
+                bound = [np.asarray(v.detach().numpy()).view(_Numbers) if c else None for v, c in zip(args, consts)]
+                try:
+                    again = _Bound(self.module.get_submodule(target), bound)(
+                        *[v for v, c in zip(args, consts) if not c])
+                    same = _same(out, again)
+                except Exception:
+                    same = False
+                if same:
+                    bind[n] = bound
+            return out
+
+    with torch.no_grad():
+        Probe(gm).run(*example)
+    for n, bound in bind.items():
+        name = f"{n.target}_bound".replace(".", "_").replace("/", "_")
+        gm.add_submodule(name, _Bound(gm.get_submodule(n.target), bound))
+        n.target = name
+        n.args = tuple(a for a, b in zip(n.args, bound) if b is None)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return isinstance(b, (tuple, list)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b

@@ -75,6 +75,83 @@ def _torch_pads(onnx_pads: list[int]) -> list[int]:
     return out
 
 
+class OnnxStaticShape(nn.Module):
+    """Squeeze / Unsqueeze / Slice / Reshape / Expand whose axes, starts, shape ... are constants:
+    the op with those numbers (onnx2torch's modules take them as tensors and read them as
+    numbers in forward, which torch.export traces as data-dependent)."""
+
+    def __init__(self, op: str, **numbers: Any) -> None:
+        super().__init__()
+        self.op, self.numbers = op, numbers
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k = self.numbers
+        if self.op == "Squeeze":
+            axes = sorted((a % x.dim() for a in k["axes"]), reverse=True) if k["axes"] is not None else \
+                [d for d in range(x.dim() - 1, -1, -1) if x.shape[d] == 1]
+            for a in axes:
+                x = x.squeeze(a)
+            return x
+        if self.op == "Unsqueeze":
+            rank = x.dim() + len(k["axes"])
+            for a in sorted(a % rank for a in k["axes"]):
+                x = x.unsqueeze(a)
+            return x
+        if self.op == "Slice":
+            for start, end, axis, step in zip(k["starts"], k["ends"], k["axes"], k["steps"]):
+                d, n = axis % x.dim(), x.shape[axis % x.dim()]
+                if step < 0:  # flip, then the mirrored bounds
+                    x = x.flip(d)
+                    start, end, step = n - 1 - min(start, n - 1), n - 1 - end, -step
+                start, end = max(0, min(n, start + n if start < 0 else start)), \
+                    max(0, min(n, end + n if end < 0 else end))
+                x = x.narrow(d, start, max(0, end - start)) if step == 1 else \
+                    x[(slice(None),) * d + (slice(start, end, step),)]
+            return x
+        if self.op == "Reshape":
+            shape = [x.shape[i] if v == 0 and not k["allowzero"] else v for i, v in enumerate(k["shape"])]
+            return x.reshape(shape)
+        if self.op == "Expand":
+            shape = list(k["shape"])
+            rank = max(len(shape), x.dim())
+            shape = [1] * (rank - len(shape)) + shape
+            have = [1] * (rank - x.dim()) + list(x.shape)
+            return x.reshape(have).expand([max(s, h) for s, h in zip(shape, have)])
+        raise NotImplementedError(self.op)
+
+
+def _static(node: Any, graph: Any, fallback: Any) -> Any:
+    """The op's constant inputs as numbers (OnnxStaticShape), or onnx2torch's own converter."""
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult
+
+    op, ins = node.operation_type, list(node.input_values)
+    consts = ins[1:]
+    if not consts or not all(c == "" or c in graph.initializers for c in consts):
+        return fallback(node, graph)
+
+    def numbers(i: int) -> list[int] | None:
+        if i >= len(ins) or not ins[i]:
+            return None
+        return [int(v) for v in graph.initializers[ins[i]].to_torch().reshape(-1).tolist()]
+
+    if op in ("Squeeze", "Unsqueeze"):
+        kw: dict[str, Any] = {"axes": numbers(1)}
+    elif op == "Slice":
+        starts, ends = numbers(1), numbers(2)
+        axes = numbers(3) or list(range(len(starts or [])))
+        kw = {"starts": starts, "ends": ends, "axes": axes, "steps": numbers(4) or [1] * len(axes)}
+    elif op == "Reshape":
+        kw = {"shape": numbers(1), "allowzero": int(node.attributes.get("allowzero", 0))}
+    else:  # Expand
+        kw = {"shape": numbers(1)}
+    return OperationConverterResult(torch_module=OnnxStaticShape(op, **kw),
+                                    onnx_mapping=OnnxMapping(inputs=(ins[0],), outputs=node.output_values))
+
+
+_STATIC = {"Squeeze": (13, 21), "Unsqueeze": (13,), "Slice": (10, 11, 13), "Reshape": (5, 13, 14),
+           "Expand": (8, 13)}
+
+
 def register() -> None:
     global _REGISTERED
     if _REGISTERED:
@@ -134,6 +211,12 @@ def register() -> None:
         return OperationConverterResult(torch_module=OnnxPad(_torch_pads(pads), torch_mode, value),
                                         onnx_mapping=OnnxMapping(inputs=(x,), outputs=node.output_values))
 
+    for op, versions in _STATIC.items():
+        for version in versions:
+            key = OperationDescription("", op, version)
+            theirs = _CONVERTER_REGISTRY.get(key)
+            if theirs is not None:
+                _CONVERTER_REGISTRY[key] = lambda node, graph, theirs=theirs: _static(node, graph, theirs)
     for version in (11, 13):  # onnx2torch's own Pad converters, replaced
         _CONVERTER_REGISTRY[OperationDescription("", "Pad", version)] = pad
     for version in (7, 14):
