@@ -1,7 +1,6 @@
 """The torchmcu command line.
 
-    torchmcu compile path.py:make --board mps3-an547 -o build/model   (or a saved model.pt2)
-    torchmcu compile model.jit --input x=1x576 --board mps3-an547 -o build/model   (TorchScript; .onnx: --fix sr=16000)
+    torchmcu compile path.py:make --board mps3-an547 -o build/model   (or model.pt2, model.jit, model.onnx)
     torchmcu build build/model [--app main.c ...] [--lib] [--stack BYTES]
     torchmcu run build/model --sim qemu --input x.npy [--check] [--json] [--profile]
     torchmcu run build/model --device /dev/ttyACM0 [--baud 115200] [--check]
@@ -28,6 +27,7 @@ from .builder import kernel_table
 from .cli_errors import (check_calibration, firmware_failure, guarded, load_inputs, program_source_differs,
                          read_arrays, require_build_dir, run_epilog, run_status, summarized_warnings)
 from .errors import TorchMCUError
+from .frontend.shipped import add_model_arguments
 from .sim import RUNNERS
 
 
@@ -425,16 +425,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("compile", help="compile a model into a build directory")
-    c.add_argument("model", help="path.py:function returning (nn.Module, example_inputs), a saved "
-                                 "ExportedProgram (model.pt2, torch.export.save), with its example inputs, a "
-                                 "TorchScript file (model.pt / model.jit, torch.jit.save; FILE:SUBMODULE for a "
-                                 "submodule's forward) or an ONNX file (model.onnx)")
-    c.add_argument("--input", action="append", default=[], metavar="NAME=SHAPE",
-                   help="a TorchScript or ONNX model's input shape, e.g. --input x=1x576 (repeat per input; an "
-                        "ONNX input with a static shape needs none)")
-    c.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE",
-                   help="an ONNX model's input fixed to a constant and folded into the graph (with the Ifs it "
-                        "decides), e.g. --fix sr=16000")
+    add_model_arguments(c)  # MODEL, --input, --fix
     c.add_argument("--board", required=True, help="board name (see `torchmcu boards`) or a .toml path")
     c.add_argument("-o", "--output", required=True, help="output directory")
     c.add_argument("-v", "--verbose", action="store_true",

@@ -41,13 +41,13 @@ def is_shipped(spec: str) -> bool:
     return path.lower().endswith(SUFFIXES)
 
 
-def parse_shape(text: str, flag: str = "--input") -> tuple[int, ...]:
+def parse_shape(text: str, flag: str = "--input", name: str = "") -> tuple[int, ...]:
     try:
         dims = tuple(int(d) for d in text.lower().replace("*", "x").split("x"))
     except ValueError:
         dims = ()
     if not dims or any(d <= 0 for d in dims):
-        raise TorchMCUError(f"{flag} {text!r}: a shape is positive sizes separated by x, e.g. 1x576 or 2x1x128")
+        raise TorchMCUError(f"{flag} {name + '=' if name else ''}{text}: a shape is positive sizes separated by x, e.g. 1x576 or 2x1x128")
     return dims
 
 
@@ -127,7 +127,7 @@ def from_script_module(module: Any, shapes: dict[str, tuple[int, ...]], fixed: d
         kind = str(a.type)
         if kind != "Tensor":
             subs = ", ".join(n for n, _ in module.named_children())
-            raise TorchMCUError(f"{where}: input {a.name!r} is a {kind}, not a tensor: torchmcu compiles a forward of "
+            raise TorchMCUError(f"{where}: input {a.name!r} is {'an' if kind[:1] in 'aeiouAEIOU' else 'a'} {kind}, not a tensor: torchmcu compiles a forward of "
                                 "tensors" + (f"; compile a submodule that takes only tensors, as FILE:NAME (its "
                                              f"submodules: {subs})" if subs else ""))
         if a.name not in shapes:
@@ -169,7 +169,9 @@ def _dims(shape: Any) -> str:
 def _ts_message(e: BaseException) -> str:
     """A TorchScript interpreter error's own message: its last line, not the traceback of scripted code."""
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
-    return one_line(lines[-1] if lines else str(e))
+    last = lines[-1] if lines else str(e)
+    kind = f"{type(e).__name__}: "
+    return one_line(last[len(kind):] if last.startswith(kind) else last)
 
 
 def _converter_why(e: BaseException) -> str:
@@ -218,6 +220,20 @@ def fold_shapes(frozen: Any, example: tuple[torch.Tensor, ...], rounds: int = 32
         torch._C._jit_pass_dce(graph)
 
 
+def add_model_arguments(c: Any) -> None:
+    """compile's MODEL and the options of a shipped file's inputs (the command line's, kept here)."""
+    c.add_argument("model", help="path.py:function returning (nn.Module, example_inputs), a saved "
+                                 "ExportedProgram (model.pt2, torch.export.save), with its example inputs, a "
+                                 "TorchScript file (model.pt / model.jit, torch.jit.save; FILE:SUBMODULE for a "
+                                 "submodule's forward) or an ONNX file (model.onnx)")
+    c.add_argument("--input", action="append", default=[], metavar="NAME=SHAPE",
+                   help="a TorchScript or ONNX model's input shape, e.g. --input x=1x576 (repeat per input; an "
+                        "ONNX input with a static shape needs none)")
+    c.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE",
+                   help="an ONNX model's input fixed to a constant and folded into the graph (with the Ifs it "
+                        "decides), e.g. --fix sr=16000")
+
+
 def load_model(spec: str, inputs: list[str] | None = None, fixed: list[str] | None = None
                ) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     """compile's MODEL: path.py:function, a saved ExportedProgram (.pt2), a
@@ -225,7 +241,7 @@ def load_model(spec: str, inputs: list[str] | None = None, fixed: list[str] | No
     `inputs` (NAME=SHAPE) and `fixed` (NAME=VALUE) for the last two."""
     from .capture import load_entry
 
-    shapes = {name: parse_shape(v, "--input") for name, v in _pairs(inputs or [], "--input", "x=1x576")}
+    shapes = {name: parse_shape(v, "--input", name) for name, v in _pairs(inputs or [], "--input", "x=1x576")}
     fixes = dict(_pairs(fixed or [], "--fix", "sr=16000"))
     if not is_shipped(spec):
         if shapes or fixes:
