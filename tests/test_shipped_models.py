@@ -72,6 +72,16 @@ class Cnn(nn.Module):
         return self.fc(torch.flatten(torch.relu(self.conv(x)), 1))
 
 
+class DataLoop(nn.Module):
+    """A loop as many times as the input's data says: no converter makes that one graph."""
+
+    def forward(self, x):
+        y = x
+        for _ in range(int(x.sum().item()) % 3):
+            y = y + 1
+        return y
+
+
 NET_INPUTS = ["--input", "x=1x2x10", "--input", "h=1x1x16", "--input", "c=1x1x16"]
 
 
@@ -130,6 +140,7 @@ def models(tmp_path_factory) -> Path:
     _if_model(d / "if_fixed.onnx", cond_from_input=False)
     _if_model(d / "if_data.onnx", cond_from_input=True)
     _unknown_op_model(d / "hardmax.onnx")
+    torch.jit.save(torch.jit.script(DataLoop()), str(d / "loop.pt"))
     (d / "garbage.onnx").write_bytes(b"not a protobuf \x00\xff")
     torch.save(cnn, str(d / "pickled.pt"))
     (d / "model.py").write_text("import torch\n\ndef make():\n    return torch.nn.Linear(4, 2), (torch.randn(1, 4),)\n")
@@ -242,6 +253,7 @@ def test_int_input_not_fixed_is_one_line(capsys, models: Path) -> None:
     ("script.pt", [*NET_INPUTS, "--input", "y=1x2"], "the forward has no input 'y' (its inputs: x, h, c)"),
     ("script.pt", ["--input", "x=1xA"], "--input x=1xA: a shape is positive sizes separated by x"),
     ("garbage.onnx", [], "garbage.onnx is not an ONNX model"),
+    ("loop.pt", ["--input", "x=1x8"], "torch's TorchScript converter (TS2EPConverter) refuses it: the op prim::Loop"),
     ("pickled.pt", [], "written by torch.save (a pickle), not torch.jit.save"),
     ("trace.jit:nope", ["--input", "x=1x3x6x6"], "no submodule 'nope'"),
     ("missing.jit", [], "model file not found"),

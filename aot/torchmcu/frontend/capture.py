@@ -191,11 +191,18 @@ def user_frame(node: torch.fx.Node) -> str | None:
 def _module_name(node: torch.fx.Node) -> str | None:
     """The innermost module the node was called in: `path (class)`."""
     stack = list((node.meta.get("nn_module_stack") or {}).values())
-    if not stack:
+    if not stack or _anonymous(*stack[-1]):
         return None
     path, cls = stack[-1]
     path = str(path) or "the model"
     return f"{path} ({_class_name(cls)})"
+
+
+def _anonymous(path: Any, cls: Any) -> bool:
+    """The root of a graph torch made itself (a converted TorchScript model's: a class local to
+    torch.export's tracing), which names nothing of the user's."""
+    qual = cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}"
+    return not str(path) and "<locals>" in qual
 
 
 def _class_name(cls: Any) -> str:
@@ -217,6 +224,8 @@ def _describe_modules(ep: torch.export.ExportedProgram, model: torch.nn.Module |
         if not stack:
             continue
         path, cls = stack[-1]
+        if _anonymous(path, cls):
+            continue
         try:
             extra = model.get_submodule(str(path)).extra_repr() if path else ""
         except (AttributeError, TypeError):
