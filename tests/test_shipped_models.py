@@ -282,3 +282,44 @@ def test_onnx_not_installed_is_one_line(capsys, models: Path, monkeypatch) -> No
     monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
     line = compile_error(capsys, str(models / "hardmax.onnx"))
     assert "needs the onnx package, which is not installed: pip install onnx onnx2torch" in line
+
+
+STFT_LIKE = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class StftLike(nn.Module):
+    """What silero-vad's front end and decoder do: reflect padding of 64, a strided conv as the
+    STFT, magnitude sqrt(re ** 2 + im ** 2), an LSTM cell whose (h, c) is stacked as the state."""
+
+    def __init__(self):
+        super().__init__()
+        self.stft = nn.Conv1d(1, 16, 32, stride=16, bias=False)
+        self.cell = nn.LSTMCell(8, 8)
+
+    def forward(self, x, state):
+        y = self.stft(F.pad(x, (0, 64), mode="reflect").unsqueeze(1))
+        mag = torch.sqrt(y[:, :8] ** 2 + y[:, 8:].pow(2))
+        h, c = self.cell(mag.mean(-1), (state[0], state[1]))
+        return h, torch.stack([h, c])
+
+
+def make():
+    torch.manual_seed(0)
+    return StftLike(), (torch.randn(1, 160), torch.randn(2, 1, 8) * 0.1)
+'''
+
+
+@pytest.mark.parametrize("quant", ["float32", "int8"])
+def test_silero_ops_from_python_on_the_host(tmp_path: Path, quant: str) -> None:
+    """x ** 2 (as a mul), torch.stack (as a cat) and reflect padding of 64 (a tree of cats)."""
+    (tmp_path / "m.py").write_text(STFT_LIKE)
+    extra = [] if quant == "float32" else ["--quant", "int8"]
+    proc = run_cli("compile", f"{tmp_path / 'm.py'}:make", "--board", BOARD, "-o", str(tmp_path / "o"), *extra)
+    assert proc.returncode == 0, proc.stderr
+    kernels = (tmp_path / "o" / "kernels.txt").read_text().split()
+    assert any(k.startswith("MUL") for k in kernels) and "CONCAT" in kernels, kernels
+    proc = run_cli("run", str(tmp_path / "o"), "--sim", "host", "--check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
