@@ -130,6 +130,8 @@ def models(tmp_path_factory) -> Path:
     net = Net().eval()
     args = (torch.randn(1, 2, 10), torch.zeros(1, 1, 16), torch.zeros(1, 1, 16))
     torch.jit.save(torch.jit.script(net), str(d / "script.pt"))
+    with torch.no_grad():
+        torch.save({"args": args, "outputs": net(*args)}, str(d / "net_ref.pt"))
     cnn = Cnn().eval()
     torch.jit.save(torch.jit.trace(cnn, (torch.randn(1, 3, 6, 6),)), str(d / "trace.jit"))
     import warnings
@@ -193,6 +195,20 @@ def test_constant_if_takes_the_branch_the_fixed_input_picks(models: Path) -> Non
         assert [tuple(e.shape) for e in example] == [(1, 8)]
         got = m(x)
         torch.testing.assert_close(got, want @ torch.from_numpy(w.copy()))
+
+
+@needs_onnx2torch
+def test_onnx_loads_match_the_torch_model(models: Path) -> None:
+    """The exported Net's ONNX (its LSTM's Y_h and Y_c graph outputs too) computes what Net does."""
+    from torchmcu.frontend.shipped import load_model
+
+    ref = torch.load(str(models / "net_ref.pt"))
+    m, example = load_model(str(models / "net.onnx"), [], [])
+    assert [tuple(e.shape) for e in example] == [tuple(a.shape) for a in ref["args"]]
+    got = m(*ref["args"])
+    assert len(got) == len(ref["outputs"]) == 3
+    for g, want in zip(got, ref["outputs"]):
+        torch.testing.assert_close(g, want, rtol=1e-5, atol=1e-5)
 
 
 def test_torchscript_loads_match_the_scripted_model(models: Path) -> None:

@@ -314,12 +314,14 @@ def _rename(onnx: Any, n: Any, rename: dict[str, str]) -> None:
 
 def convert(model: Any, where: str, example: tuple[torch.Tensor, ...]) -> torch.nn.Module:
     """onnx2torch's GraphModule of the folded model; an op it has no converter for named."""
+    onnx = _import_onnx()
     onnx2torch = _import_onnx2torch()
     from .onnx_ops import register
 
     register()
     from onnx2torch.node_converters.registry import OperationDescription, _CONVERTER_REGISTRY  # noqa: F401
 
+    _outputs_through_identity(onnx2torch, model)
     opset = {o.domain or "": o.version for o in model.opset_import}
     have: dict[tuple[str, str], list[int]] = {}
     for desc in _CONVERTER_REGISTRY:
@@ -332,16 +334,59 @@ def convert(model: Any, where: str, example: tuple[torch.Tensor, ...]) -> torch.
                                 f"{n.name or n.output[0]!r}); export the model without it, or compile its PyTorch "
                                 "source through a file.py:function")
         v = opset.get(domain, 1)
-        if not any(x <= v for x in versions):
-            raise TorchMCUError(f"{where}: onnx2torch converts {n.op_type} from opset {min(versions)}, the model is "
-                                f"opset {v}; convert it to a newer opset (onnx.version_converter)")
+        try:
+            since = onnx.defs.get_schema(n.op_type, max_inclusive_version=v, domain=domain).since_version
+        except Exception:  # an op onnx does not know at that opset: onnx2torch's own lookup says
+            continue
+        if since not in versions:
+            raise TorchMCUError(f"{where}: onnx2torch has no converter for {n.op_type} as opset {v} defines it "
+                                f"(version {since}; it converts versions {', '.join(map(str, sorted(versions)))}); "
+                                "export the model at an opset of one of those (torch.onnx.export(..., "
+                                "opset_version=N)) or convert it (onnx.version_converter)")
     try:
         gm = onnx2torch.convert(model)
     except Exception as e:
         raise TorchMCUError(f"{where}: onnx2torch could not convert the model: {type(e).__name__}: "
                             f"{one_line(str(e))}") from None
     bind_constants(gm, example)
+    _name_inputs(gm, [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}])
     return gm
+
+
+def _outputs_through_identity(onnx2torch: Any, model: Any) -> None:
+    """A graph output made by a node of several outputs (an LSTM's Y_h, Y_c) as an Identity of it:
+    onnx2torch returns such a node's whole tuple for each of them."""
+    import onnx
+
+    outs = {o.name for o in model.graph.output}
+    extra = []
+    for n in model.graph.node:
+        if len([o for o in n.output if o]) < 2:
+            continue
+        for k, o in enumerate(n.output):
+            if o in outs:
+                n.output[k] = f"{o}__tmcu_out"
+                extra.append(onnx.helper.make_node("Identity", [n.output[k]], [o]))
+    model.graph.node.extend(extra)
+
+
+def _name_inputs(gm: torch.fx.GraphModule, names: list[str]) -> None:
+    """The forward's inputs by their ONNX names (onnx2torch calls them input_1, input_2, ...)."""
+    import keyword
+    import re
+
+    holders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(holders) != len(names):
+        return
+    taken = {n.name for n in gm.graph.nodes}
+    for n, name in zip(holders, names):
+        clean = re.sub(r"\W", "_", name)
+        clean = clean if clean.isidentifier() and not keyword.iskeyword(clean) else f"in_{clean}"
+        if clean != n.name and clean in taken:
+            continue
+        n.name = n.target = clean
+        taken.add(clean)
+    gm.recompile()
 
 
 class _Numbers(np.ndarray):

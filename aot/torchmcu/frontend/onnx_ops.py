@@ -1,5 +1,6 @@
 """ONNX ops onnx2torch has no converter for, or one torch.export cannot take,
-registered in its registry as ours: LSTM (onnx2torch 1.5 has none; silero-vad's
+registered in its registry as ours: Identity of opset 19 and later (its
+converter: those versions only add types), LSTM (onnx2torch 1.5 has none; silero-vad's
 ONNX uses it) and Pad with constant pads (onnx2torch's reads the pads with
 .tolist() in forward, data-dependent to torch.export, and refuses a reflect
 pad of a 2-D tensor that torch itself takes).
@@ -217,6 +218,10 @@ def register() -> None:
             theirs = _CONVERTER_REGISTRY.get(key)
             if theirs is not None:
                 _CONVERTER_REGISTRY[key] = lambda node, graph, theirs=theirs: _static(node, graph, theirs)
+    identity = _CONVERTER_REGISTRY.get(OperationDescription("", "Identity", 16))
+    for version in (19, 21, 23, 24, 25):  # Identity's later versions only add types
+        if identity is not None and OperationDescription("", "Identity", version) not in _CONVERTER_REGISTRY:
+            _CONVERTER_REGISTRY[OperationDescription("", "Identity", version)] = identity
     for version in (11, 13):  # onnx2torch's own Pad converters, replaced
         _CONVERTER_REGISTRY[OperationDescription("", "Pad", version)] = pad
     for version in (7, 14):
