@@ -14,7 +14,7 @@ STAMP := $(VENV)/.installed
 # torch first and pinned: pip then takes the local CPU wheel, never a newer build.
 PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest scikit-learn tflite-micro tflite matplotlib \
 	xmlschema cmsis-pack-manager cmake ninja pyserial pyyaml ethos-u-vela jsonschema ml-dtypes semver \
-	pytest-xdist pillow ray==2.52.1 huggingface_hub safetensors
+	pytest-xdist pillow ray==2.52.1 huggingface_hub safetensors onnx
 # tosa-tools pins numpy<2.2 and an old flatbuffers; it runs with the numpy above,
 # so it goes in without its pins (its other dependencies are listed above).
 # torchvision 0.28.0 is the release for torch 2.13.0, torchaudio 2.11.0 the newest (it
@@ -24,7 +24,9 @@ PIP_PACKAGES := torch==2.13.0 "torchao>=0.18,<0.19" numpy flatbuffers pytest sci
 # as dependencies: without them; its others (huggingface_hub, safetensors, pyyaml) are above.
 # silero-vad ships trained weights the numerics tests use (tests/test_trained_lstm.py;
 # safetensors, above, reads them); its own dependencies are not needed.
-PIP_NODEPS := tosa-tools torchvision==0.28.0 torchaudio==2.11.0 timm==1.0.31 silero-vad
+# onnx2torch (compile's ONNX files; onnx, above, reads them) would take torch and torchvision
+# as dependencies: without them.
+PIP_NODEPS := tosa-tools torchvision==0.28.0 torchaudio==2.11.0 timm==1.0.31 silero-vad onnx2torch
 
 .PHONY: setup system demo test zoo fuzz bench pack clean
 

@@ -1,6 +1,6 @@
 """The torchmcu command line.
 
-    torchmcu compile path.py:make --board mps3-an547 -o build/model   (or a saved model.pt2)
+    torchmcu compile path.py:make --board mps3-an547 -o build/model   (or model.pt2, model.jit, model.onnx)
     torchmcu build build/model [--app main.c ...] [--lib] [--stack BYTES]
     torchmcu run build/model --sim qemu --input x.npy [--check] [--json] [--profile]
     torchmcu run build/model --device /dev/ttyACM0 [--baud 115200] [--check]
@@ -27,6 +27,7 @@ from .builder import kernel_table
 from .cli_errors import (check_calibration, firmware_failure, guarded, load_inputs, program_source_differs,
                          read_arrays, require_build_dir, run_epilog, run_status, summarized_warnings)
 from .errors import TorchMCUError
+from .frontend.shipped import add_model_arguments
 from .sim import RUNNERS
 
 
@@ -55,12 +56,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def _compile(args: argparse.Namespace) -> int:
     from .compiler import compile
-    from .frontend.capture import load_entry
+    from .frontend.shipped import load_model
 
     t0 = time.monotonic()
     calibration = read_arrays(args.calibration, "--calibration") if args.calibration else None
     _progress(f"loading {args.model}")
-    model, example = load_entry(args.model)
+    model, example = load_model(args.model, args.input, args.fix)
     if calibration is not None:
         calibration = check_calibration(args.calibration, calibration, model, example)
     _progress(f"compiling for {args.board} ({args.quant})")
@@ -431,8 +432,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("compile", help="compile a model into a build directory")
-    c.add_argument("model", help="path.py:function returning (nn.Module, example_inputs), or a saved "
-                                 "ExportedProgram (model.pt2, torch.export.save), with its example inputs")
+    add_model_arguments(c)  # MODEL, --input, --fix
     c.add_argument("--board", required=True, help="board name (see `torchmcu boards`) or a .toml path")
     c.add_argument("-o", "--output", required=True, help="output directory")
     c.add_argument("-v", "--verbose", action="store_true",

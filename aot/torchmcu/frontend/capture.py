@@ -51,6 +51,12 @@ def _type_as(x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     return x if x.dtype == other.dtype else aten._to_copy.default(x, dtype=other.dtype)
 
 
+def _stack(tensors: list[torch.Tensor], dim: int = 0) -> torch.Tensor:
+    """stack as unsqueeze and cat (an LSTM cell's state stacked: torch.stack([h, c]))."""
+    d = dim if dim >= 0 else dim + tensors[0].dim() + 1
+    return aten.cat.default([aten.unsqueeze.default(t, d) for t in tensors], d)
+
+
 def _split(x: torch.Tensor, split_size: int, dim: int = 0) -> list[torch.Tensor]:
     n = int(x.shape[dim])
     return _split_with_sizes(x, [min(split_size, n - i) for i in range(0, n, split_size)] or [0], dim)
@@ -78,6 +84,7 @@ def _decompositions() -> dict[Any, Callable[..., Any]]:
     table[aten.full_like.default] = _full_like
     table[aten.type_as.default] = _type_as
     table[aten.split.Tensor] = _split  # chunk comes as split
+    table[aten.stack.default] = _stack
     table[aten.split_with_sizes.default] = _split_with_sizes
     return table
 
@@ -184,11 +191,18 @@ def user_frame(node: torch.fx.Node) -> str | None:
 def _module_name(node: torch.fx.Node) -> str | None:
     """The innermost module the node was called in: `path (class)`."""
     stack = list((node.meta.get("nn_module_stack") or {}).values())
-    if not stack:
+    if not stack or _anonymous(*stack[-1]):
         return None
     path, cls = stack[-1]
     path = str(path) or "the model"
     return f"{path} ({_class_name(cls)})"
+
+
+def _anonymous(path: Any, cls: Any) -> bool:
+    """The root of a graph torch made itself (a converted TorchScript model's: a class local to
+    torch.export's tracing), which names nothing of the user's."""
+    qual = cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}"
+    return not str(path) and "<locals>" in qual
 
 
 def _class_name(cls: Any) -> str:
@@ -210,6 +224,8 @@ def _describe_modules(ep: torch.export.ExportedProgram, model: torch.nn.Module |
         if not stack:
             continue
         path, cls = stack[-1]
+        if _anonymous(path, cls):
+            continue
         try:
             extra = model.get_submodule(str(path)).extra_repr() if path else ""
         except (AttributeError, TypeError):
@@ -259,6 +275,7 @@ def export(model: torch.nn.Module, example_inputs: tuple[Any, ...], reparam: boo
             warnings.simplefilter("ignore", DeprecationWarning)
             ep = ep.run_decompositions(DECOMPOSITIONS)
         fold_shape_arithmetic(ep)
+        small_powers(ep)
     except Exception as e:  # torch raises many types; give the user one clear message
         if raised_by_user(e):  # their forward raised it, not torch.export refusing something
             raise user_error(f"your model's forward ({type(model).__name__}.forward)", e) from e
@@ -270,6 +287,51 @@ def export(model: torch.nn.Module, example_inputs: tuple[Any, ...], reparam: boo
 
 
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+# x ** k for the exponents that are ops with a kernel: the power in the ops it is
+_POWERS: dict[float, Callable[[torch.fx.Graph, torch.fx.Node], torch.fx.Node]] = {
+    1.0: lambda g, x: x,
+    2.0: lambda g, x: g.call_function(aten.mul.Tensor, (x, x)),
+    3.0: lambda g, x: g.call_function(aten.mul.Tensor, (g.call_function(aten.mul.Tensor, (x, x)), x)),
+    0.5: lambda g, x: g.call_function(aten.sqrt.default, (x,)),
+    -0.5: lambda g, x: g.call_function(aten.rsqrt.default, (x,)),
+    -1.0: lambda g, x: g.call_function(aten.reciprocal.default, (x,)),
+}
+
+
+def small_powers(ep: torch.export.ExportedProgram) -> None:
+    """x ** 2 (an STFT's magnitude: real ** 2 + imag ** 2), ** 3, ** 0.5, ** -0.5, ** -1 as
+    mul / sqrt / rsqrt / reciprocal; other exponents stay pow, refused as the op."""
+    graph, changed = ep.graph, False
+    sig = ep.graph_signature
+    names = {**sig.inputs_to_buffers, **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
+    state = {**ep.state_dict, **ep.constants}
+    for n in list(graph.nodes):
+        if n.op != "call_function" or n.target not in (aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor) \
+                or len(n.args) != 2:
+            continue
+        x, k = n.args
+        if isinstance(k, torch.fx.Node):  # a constant exponent tensor of one value (ONNX's Pow)
+            value = state.get(names.get(k.name, ""))
+            k = float(value.reshape(-1)[0]) if isinstance(value, torch.Tensor) and value.numel() == 1 else None
+            if k is not None and tuple(n.meta["val"].shape) != tuple(x.meta["val"].shape):
+                k = None  # the exponent broadcasts x to a larger shape: left as it is
+        if not isinstance(k, (int, float)) or float(k) not in _POWERS:
+            continue
+        with graph.inserting_before(n):
+            new = _POWERS[float(k)](graph, x)
+        if new is not x:
+            new.meta.update({k2: v for k2, v in n.meta.items() if k2 != "val"})
+            new.meta["val"] = n.meta.get("val")
+            for inner in new.all_input_nodes:  # x * x * x: the inner product's value too
+                if inner is not x and "val" not in inner.meta:
+                    inner.meta.update(new.meta)
+        n.replace_all_uses_with(new)
+        graph.erase_node(n)
+        changed = True
+    if changed:
+        graph.eliminate_dead_code()
+        ep.graph_module.recompile()
 
 
 def fold_shape_arithmetic(ep: torch.export.ExportedProgram) -> None:

@@ -190,8 +190,10 @@ def constant_pad(cv, x, pad, value=0.0):
     return cv.emit("pad", [x], dict(before=tuple(before), after=tuple(after), value=float(value)))
 
 
-# Reflect padding is built of one-element slices: at most this many per side and dim (cat takes 8 inputs).
-REFLECT_MAX = 3
+# Reflect padding is built of one-element slices, concatenated in a tree of cats (cat takes 8 inputs):
+# at most this many per side and dim (a program op per element mirrored).
+REFLECT_MAX = 256
+CAT_MAX = 8
 
 
 @F.rule(aten.pad.default)
@@ -199,7 +201,8 @@ def pad(cv, x, pad, mode="constant", value=None):
     """Constant padding (PAD); replicate and reflect padding as slices of x's
     edges and a cat along each padded dim (bytes moved at x's quantization):
     replicate repeats the edge (a slice with step 0), reflect mirrors the
-    values next to it, one slice each (at most REFLECT_MAX per side)."""
+    values next to it, one slice each (at most REFLECT_MAX per side; more
+    than 7 are concatenated in a tree of cats first)."""
     if mode == "constant":
         return constant_pad(cv, x, pad, 0.0 if value is None else value)
     if mode not in ("replicate", "reflect"):
@@ -217,15 +220,32 @@ def pad(cv, x, pad, mode="constant", value=None):
         if mode == "reflect" and (max(before, after) >= n or max(before, after) > REFLECT_MAX):
             raise cv.fail(f"reflect padding of {max(before, after)} along a dim of {n}: at most "
                           f"{min(n - 1, REFLECT_MAX)} (replicate or constant padding take any)")
-        parts = [_edge(cv, x, d, k, 1) for k in range(before, 0, -1)] if mode == "reflect" else \
-            [_edge(cv, x, d, 0, before)] if before else []
-        parts.append(x)
-        parts += [_edge(cv, x, d, n - 1 - k, 1) for k in range(1, after + 1)] if mode == "reflect" else \
-            [_edge(cv, x, d, n - 1, after)] if after else []
-        shape = list(cv.shape(x))
-        shape[d] = n + before + after
-        x = cv.emit("cat", parts, dict(dim=d), shape=tuple(shape))
+        if mode == "reflect":
+            left = [_edge(cv, x, d, k, 1) for k in range(before, 0, -1)]
+            right = [_edge(cv, x, d, n - 1 - k, 1) for k in range(1, after + 1)]
+            if len(left) + 1 + len(right) > CAT_MAX:  # wide: each side one tensor first
+                left = [_cat_tree(cv, left, d)] if left else []
+                right = [_cat_tree(cv, right, d)] if right else []
+            parts = [*left, x, *right]
+        else:
+            parts = ([_edge(cv, x, d, 0, before)] if before else []) + [x] + \
+                ([_edge(cv, x, d, n - 1, after)] if after else [])
+        x = _concat(cv, parts, d)
     return x
+
+
+def _concat(cv, parts: list, d: int):
+    shape = list(cv.shape(parts[0]))
+    shape[d] = sum(cv.shape(p)[d] for p in parts)
+    return cv.emit("cat", parts, dict(dim=d), shape=tuple(shape))
+
+
+def _cat_tree(cv, parts: list, d: int):
+    """The parts concatenated along d, at most CAT_MAX inputs per cat (a tree of cats)."""
+    while len(parts) > 1:
+        parts = [_concat(cv, parts[k:k + CAT_MAX], d) if len(parts[k:k + CAT_MAX]) > 1 else parts[k]
+                 for k in range(0, len(parts), CAT_MAX)]
+    return parts[0]
 
 
 def _edge(cv, x, d: int, index: int, count: int):
