@@ -159,3 +159,22 @@ def test_the_firmware_rounds_as_the_reference(tmp_path, board: str) -> None:
         expected, tol = runner.expected(tmp_path, runner.split_samples(runner.load_meta(tmp_path), [x]))
         mismatch, _ = runner.compare(res.outputs, expected, tol)
         assert tol is None and mismatch is None, (opt, str(mismatch))
+
+
+def test_ethos_u_takes_only_tflites_rounding() -> None:
+    """TOSA's RESCALE rounds ties up or away from zero: the NPU takes the pools
+    of avg_pool_rounding='tflite' only (PyTorch's stay on the CPU)."""
+    pytest.importorskip("tosa_serializer")
+    from torchmcu.backends.ethos_u.tosa_lower import check_op
+    from torchmcu.frontend.capture import capture
+    from torchmcu.frontend.quantize import quantize
+    from torchmcu.passes import lower, to_program_graph
+
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1)).eval()
+    example = (torch.rand(1, 3, 8, 8),)
+    q = quantize(model, example, None, progress=False)
+    for rounding, reason in (("pytorch", "half to even"), ("tflite", None)):
+        pg = to_program_graph(lower(capture(q, example), "float"), avg_pool_rounding=rounding)
+        i = next(i for i, op in enumerate(pg.ops) if op.code == "AVG_POOL2D_S8")
+        got = check_op(pg, i)
+        assert (got is None) if reason is None else (reason in got), got
