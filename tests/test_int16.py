@@ -166,7 +166,8 @@ def small_programs(tmp_path_factory):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # every op has an int16 kernel: no float fallback
             c = compile(model, example, "mps3-an547", d, quant="a16w8", calibration=cal, progress=False, tile=False,
-                        reparam=False)  # the blocks' parallel convolutions stay two, and their ADD_S16
+                        reparam=False,  # the blocks' parallel convolutions stay two, and their ADD_S16
+                        avg_pool_rounding="tflite")  # TFLite's rounding: the programs are exported
         out[name] = (d, c, example)
     return out
 
@@ -378,7 +379,8 @@ def mlperf_programs(tmp_path_factory):
             gm = quantize(model, example, cal, progress=False, activations="int16" if quant == "a16w8" else "int8")
             with warnings.catch_warnings():
                 warnings.filterwarnings("error", message="torchmcu:")  # every op has an integer kernel
-                c = compile(copy.deepcopy(gm), example, "mps3-an547", d, quant=quant, progress=False, tile=False)
+                c = compile(copy.deepcopy(gm), example, "mps3-an547", d, quant=quant, progress=False, tile=False,
+                            avg_pool_rounding="tflite")  # exported to .tflite
             out[name, quant] = (d, c, model, gm)
     return out
 

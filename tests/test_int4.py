@@ -216,7 +216,7 @@ def test_int4_programs_bit_exact_in_tflite_micro(name: str, small_programs) -> N
 def test_ds_cnn_int4_bit_exact_in_tflite_micro(tmp_path: Path) -> None:
     model, example = mt.MODELS["ds_cnn"]()
     c = compile(model, example, "mps3-an547", tmp_path, quant="int4", calibration=list(mt.CALIBRATION["ds_cnn"](8, 0)),
-                progress=False, tile=False)
+                progress=False, tile=False, avg_pool_rounding="tflite")
     meta = runner.load_meta(tmp_path)
     x = np.asarray(mt.CALIBRATION["ds_cnn"](1, 3))[0]
     _tflite_micro_bit_exact(c.pte, runner.program_samples(meta, runner.split_samples(meta, [x]))[0])

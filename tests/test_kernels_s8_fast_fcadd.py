@@ -19,7 +19,11 @@ kernel). For AVG_POOL2D: DS-CNN's and ResNet-8's global pools, padding with
 and without count_include_pad, divisor_override, channel counts with tails,
 the extreme sums of 256 taps, windows of more than 256 taps (int16 sums per
 block of rows: 272 taps, EfficientNet's 32 x 32 global pool, its extreme
-sums) and rows of 260 taps (the generic kernel). For
+sums) and rows of 260 taps (the generic kernel); and PyTorch's rounding
+(round_half_even: the real mean half to even) at zero points -128, 0 and 5,
+with ties in every window (a checkerboard input), odd and even divisors no
+power of 2, blocks, padding, divisor_override and a divisor too large for
+MVE's vector division. For
 MAX_POOL2D: ResNet's 3x3 stride 2 pad 1, dilation, a ReLU6-like clamp (both
 bounds), channel counts with MVE and DSP tails (3, 21, 67). Every op
 reads its own inputs and writes its own output; random int8 inputs.
@@ -177,6 +181,11 @@ def add_add(b: Builder, a: Arena, case) -> tuple[list[int], int]:
 
 
 
+def _even(zp: int, **options) -> dict:
+    """A pool's options with PyTorch's rounding at zero point zp."""
+    return {"round_half_even": True, "zero_point": zp, **options}
+
+
 # (name, x dims NHWC, kernel, stride, pad (top, left, bottom, right), options, act)
 POOL = [
     ("ds_cnn_global", [1, 25, 5, 64], (25, 5), (1, 1), (0, 0, 0, 0), {}, None),
@@ -190,6 +199,23 @@ POOL = [
     ("c32_1024_taps", [1, 32, 32, 32], (32, 32), (1, 1), (0, 0, 0, 0), {}, None),  # EfficientNet's SE pool
     ("c19_1024_taps_allmin", [1, 32, 32, 19], (32, 32), (1, 1), (0, 0, 0, 0), {}, None),
     ("c8_row_260_taps", [2, 1, 260, 8], (1, 260), (1, 1), (0, 0, 0, 0), {}, None),  # the generic kernel
+    # PyTorch's rounding (round_half_even: the real mean half to even): zero points -128, 0 and 5, sums
+    # of both signs, divisors odd, even and no power of 2, channel tails (MVE 16, DSP 8), block sums,
+    # padding, divisor_override (MVE: the scalar division), a divisor too large for MVE's multiply.
+    ("even_g6x6_c72_zpm128", [1, 6, 6, 72], (6, 6), (1, 1), (0, 0, 0, 0), _even(-128), None),
+    ("even_g2x3_c21_zp0_ties", [2, 2, 3, 21], (2, 3), (1, 1), (0, 0, 0, 0), _even(0), None),
+    ("even_g5x5_c19_zp5", [1, 5, 5, 19], (5, 5), (1, 1), (0, 0, 0, 0), _even(5), None),
+    ("even_g14x14_c24_relu", [1, 14, 14, 24], (14, 14), (1, 1), (0, 0, 0, 0), _even(-128), "relu"),
+    ("even_g28x28_c32_zp5_ties", [1, 28, 28, 32], (28, 28), (1, 1), (0, 0, 0, 0), _even(5), None),  # 784 taps
+    ("even_c24_256_taps_zp5_allmin", [1, 16, 16, 24], (16, 16), (1, 1), (0, 0, 0, 0), _even(5), None),
+    ("even_c40_256_taps_zpm128_allmax", [1, 16, 16, 40], (16, 16), (1, 1), (0, 0, 0, 0), _even(-128), None),
+    ("even_g66x64_c8_zpm128_ties", [1, 66, 64, 8], (66, 64), (1, 1), (0, 0, 0, 0), _even(-128), None),
+    ("even_2x2_s2_c13_zpm128_ties", [1, 8, 9, 13], (2, 2), (2, 2), (0, 0, 0, 0), _even(-128), None),
+    ("even_3x3_pad_c10_zp0", [1, 7, 7, 10], (3, 3), (1, 1), (1, 1, 1, 1), _even(0), None),
+    ("even_3x3_s2_pad_incl_c21_zp5", [1, 7, 9, 21], (3, 3), (2, 2), (1, 1, 1, 1),
+     _even(5, count_include_pad=True), None),
+    ("even_c3_override_zpm128", [1, 6, 6, 3], (2, 3), (2, 1), (0, 1, 0, 1), _even(-128, divisor_override=4),
+     (-100, 60)),
 ]
 
 # MAX_POOL2D_S8, as POOL.
@@ -206,7 +232,7 @@ def add_pool(b: Builder, a: Arena, case, code: str = "AVG_POOL2D_S8") -> tuple[i
     dh, dw = options.get("dilation_h", 1), options.get("dilation_w", 1)
     oh = (dx[1] + pt + pb - dh * (kh - 1) - 1) // sh + 1
     ow = (dx[2] + pl + pr - dw * (kw - 1) - 1) // sw + 1
-    zp = -128 if act == "relu" else 3
+    zp = options.get("zero_point", -128 if act == "relu" else 3)
     x = a.tensor(f"{name}_x", dx, 0.05, zp)
     y = a.tensor(f"{name}_y", [dx[0], oh, ow, dx[3]], 0.05, zp)
     lo, hi = _act(act, zp)
@@ -216,7 +242,8 @@ def add_pool(b: Builder, a: Arena, case, code: str = "AVG_POOL2D_S8") -> tuple[i
     return x, y
 
 
-def program() -> tuple[dict, bytes]:
+def program(tflite_rounding: bool = False) -> tuple[dict, bytes]:
+    """tflite_rounding: the round_half_even pools without it."""
     rng = np.random.default_rng(19)
     b = Builder(arena_bytes=0)
     a = Arena(b)
@@ -237,6 +264,9 @@ def program() -> tuple[dict, bytes]:
         x, y = add_pool(b, a, case, "MAX_POOL2D_S8")
         inputs.append(x)
         outputs.append(y)
+    if tflite_rounding:
+        for op in b.ops:
+            op["params"][1].pop("round_half_even", None)
     tree = b.tree(inputs, outputs)
     return tree, serialize.to_pte(tree, bytes(b.segment))
 
@@ -252,6 +282,11 @@ def samples(tree: dict) -> list[list[np.ndarray]]:
             x[:] = -128
         if d["name"].endswith("allmax_x"):
             x[:] = 127
+        if d["name"].startswith("even_") and d["name"].endswith("ties_x"):  # ties: the zero point + 0..3, in sample 0 a checkerboard of 0
+            n, h, w, c = d["dims"]  # and c % 4: means of c % 4 / 2 in every window of an even tap count
+            board = (np.arange(h)[:, None] + np.arange(w)[None, :]) % 2
+            step = board[None, :, :, None] * (np.arange(c) % 4) if sample == 0 else (x & 3)
+            x = (np.broadcast_to(step, x.shape) + d["zero_point"]).astype(np.int8)
         return x
 
     return [[one(t, i) for t in tree["inputs"]] for i in range(SAMPLES)]
@@ -270,6 +305,8 @@ def test_the_reference_outputs_are_not_trivial() -> None:
             assert (np.abs(y.astype(np.int32)) >= 127).mean() > 0.3 or (y == y.min()).mean() > 0.3, name
         elif name.endswith(("_allmin", "_allmax")):  # constant inputs: one value
             assert len(np.unique(y)) == 1, name
+        elif name.startswith("even_") and name.endswith("_ties"):  # inputs of four values: means of few values
+            assert len(np.unique(y)) >= 3, name
         elif "odd" in name or "out_shift" in name:  # saturated outputs, zero-point outputs, others
             assert len(np.unique(y)) >= 3, name
         else:
@@ -300,7 +337,22 @@ def test_linear_and_add_fast_paths_bit_exact_in_qemu(board: str, tmp_path) -> No
     fast, slow = res.kernel_instructions(), generic.kernel_instructions()
     ops = [op["name"] for op in tree["ops"]]
     # The first of each: the autoencoder's, ResNet-8's, DS-CNN's and ResNet-18's shapes.
-    # And EfficientNet's global pool of 1024 taps.
+    # And EfficientNet's global pool of 1024 taps, and global means rounded as PyTorch (MVE: its vector division).
     for i in (ops.index("linear_s8"), ops.index("add_s8"), ops.index("avg_pool2d_s8"), ops.index("max_pool2d_s8"),
-              NAMES.index("c32_1024_taps")):
+              NAMES.index("c32_1024_taps"), NAMES.index("even_g6x6_c72_zpm128"), NAMES.index("even_g28x28_c32_zp5_ties")):
         assert fast[i] < 0.5 * slow[i], (board, ops[i], fast[i], slow[i])
+
+
+def test_the_even_cases_round_ties_unlike_tflite() -> None:
+    """The round_half_even cases reach ties where PyTorch's rounding and
+    TFLite's differ (their even divisors: the odd ones have no ties), so the
+    QEMU test above can tell the two apart."""
+    tree, pte = program()
+    xs = samples(tree)
+    ours = run_reference(pte, xs)
+    theirs = run_reference(program(tflite_rounding=True)[1], xs)
+    differs = {name for name, a, b in zip(NAMES, ours, theirs) if (a != b).any()}
+    no_ties = {"even_g5x5_c19_zp5", "even_c24_256_taps_zp5_allmin", "even_c40_256_taps_zpm128_allmax",
+               "even_g14x14_c24_relu", "even_3x3_s2_pad_incl_c21_zp5"}  # odd divisors, constant or few ties
+    expect = {name for name in NAMES if name.startswith("even_")} - no_ties
+    assert expect <= differs, sorted(expect - differs)

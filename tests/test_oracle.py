@@ -56,6 +56,8 @@ sys.path.insert(0, str(REPO / "examples"))
 import mlperf_tiny  # noqa: E402
 
 BOARD = "mps3-an547"
+# TFLite's rounding of average pools and means: the programs are exported (PyTorch's has no TFLite form).
+TFLITE_ROUNDING = {"avg_pool_rounding": "tflite"}
 
 # Models beyond test_quant's, for the exporter's other paths: CLAMP_S8 as RELU6, RELU and MAXIMUM/MINIMUM,
 # max pooling padded with PADV2, a padded stride-2 conv (PAD + VALID), an int8 sigmoid alone, a 3-D
@@ -141,14 +143,14 @@ class _Programs:
                     model, example = mlperf_tiny.MODELS[model_name]()
                     data = mlperf_tiny.CALIBRATION[model_name]
                     compile(model, example, BOARD, out, quant="int8", progress=False, tile=False, io=io,
-                            calibration=[(x,) for x in data(MLPERF_CALIBRATION, 100)])
+                            calibration=[(x,) for x in data(MLPERF_CALIBRATION, 100)], **TFLITE_ROUNDING)
                     samples = [[x] for x in data(3, 7)]
                 else:
                     factory, shapes, _ = (CASES if kind == "quant" else EXTRA)[model_name]
                     torch.manual_seed(sum(map(ord, model_name)))
                     example = tuple(torch.randn(*s) for s in shapes)
                     compile(factory().eval(), example, BOARD, out, quant="int8", calibration=calib(shapes),
-                            progress=False, tile=False, io=io)
+                            progress=False, tile=False, io=io, **TFLITE_ROUNDING)
                     samples = [list(s) for s in calib(shapes, n=3, seed=1)]
             pte = (out / "model.pte").read_bytes()
             if io == "int8":  # quantized as the device's caller would

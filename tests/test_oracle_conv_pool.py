@@ -62,7 +62,7 @@ def programs(tmp_path_factory):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 compile(model, tuple(torch.randn(*s) for s in shapes), "mps3-an547", out, quant=quant,
-                        calibration=calib(shapes), progress=False, tile=False)
+                        calibration=calib(shapes), progress=False, tile=False, avg_pool_rounding="tflite")
             cache[(name, quant)] = ((out / "model.pte").read_bytes(), [list(s) for s in calib(shapes, n=2, seed=1)])
         return cache[(name, quant)]
 
@@ -171,6 +171,6 @@ def test_no_tflite_form_is_refused_with_the_reason(tmp_path: Path) -> None:
     for k, (fn, match) in enumerate(cases):
         out = tmp_path / str(k)
         compile(Fn(fn).eval(), (torch.randn(*shapes[0]),), "mps3-an547", out, quant="int8",
-                calibration=calib(shapes), progress=False, tile=False)
+                calibration=calib(shapes), progress=False, tile=False, avg_pool_rounding="tflite")
         with pytest.raises(ExportError, match=match):
             export_tflite((out / "model.pte").read_bytes())

@@ -100,8 +100,8 @@ def test_a_run_holds_residual_adds(blocks, tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def compiled(mnv2, tmp_path_factory):
     root = tmp_path_factory.mktemp("patch")
-    off = _compile(mnv2, root / "off", tile=False)
-    on = _compile(mnv2, root / "on", tile_recompute=0.10)
+    off = _compile(mnv2, root / "off", tile=False, avg_pool_rounding="tflite")  # exported to .tflite
+    on = _compile(mnv2, root / "on", tile_recompute=0.10, avg_pool_rounding="tflite")
     return off, on, root
 
 

@@ -57,13 +57,6 @@ CALIBRATION, HELD_OUT = 8, 8
 
 # (model, quant or None for both, board or None for both): why it fails today, and whose work fixes it.
 XFAIL: dict[tuple[str, str | None, str | None], str] = {
-    # Bit-exact with torchmcu's reference, but more than 1 dB below PyTorch's own int8 SQNR over the 8
-    # held-out samples (the others are within 0.5 dB; repghostnet_050's gap closed with re-parameterization,
-    # frontend/reparam.py). Cause (issue #26, op by op on PyTorch's q/dq inputs: every other op exact): the
-    # int8 global mean (AVG_POOL2D_S8) rounds ties of the raw sum half away from zero, PyTorch the real mean
-    # half to even; zero point -128 makes every tie round down (squeeze-excite means, the final pool). Ties to
-    # even relative to the zero point: 14.8 dB. tests/test_mean_rounding.py.
-    ("mobilenetv3_small_050", "int8", None): "int8 SQNR vs float 12.0 dB over 8 samples, PyTorch's int8 14.4 dB",
 }
 
 # Programs no memory of the board can hold (float32 weights: resnet10t 19.7 MB, beyond the AN386's

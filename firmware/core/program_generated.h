@@ -393,8 +393,9 @@ struct QuantPool2dArgs {
   int32_t pad_bottom;
   int32_t pad_right;
   int32_t zero_point;
+  int32_t round_half_even;
 };
-static_assert(sizeof(QuantPool2dArgs) == 92 && alignof(QuantPool2dArgs) == 4, "QuantPool2dArgs: flatbuffers layout");
+static_assert(sizeof(QuantPool2dArgs) == 96 && alignof(QuantPool2dArgs) == 4, "QuantPool2dArgs: flatbuffers layout");
 static_assert(offsetof(QuantPool2dArgs, x) == 0, "QuantPool2dArgs.x");
 static_assert(offsetof(QuantPool2dArgs, y) == 16, "QuantPool2dArgs.y");
 static_assert(offsetof(QuantPool2dArgs, kernel_h) == 32, "QuantPool2dArgs.kernel_h");
@@ -412,6 +413,7 @@ static_assert(offsetof(QuantPool2dArgs, divisor_override) == 76, "QuantPool2dArg
 static_assert(offsetof(QuantPool2dArgs, pad_bottom) == 80, "QuantPool2dArgs.pad_bottom");
 static_assert(offsetof(QuantPool2dArgs, pad_right) == 84, "QuantPool2dArgs.pad_right");
 static_assert(offsetof(QuantPool2dArgs, zero_point) == 88, "QuantPool2dArgs.zero_point");
+static_assert(offsetof(QuantPool2dArgs, round_half_even) == 92, "QuantPool2dArgs.round_half_even");
 
 struct ClampArgs {
   float min;

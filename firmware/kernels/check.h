@@ -196,10 +196,12 @@ inline Error quant_pool(const OpContext& ctx, DType dtype, int64_t max_taps, boo
                  small(a.dilation_h, 1) && small(a.dilation_w, 1) && small(a.divisor_override, 0) &&
                  (a.count_include_pad == 0 || a.count_include_pad == 1) && a.pad_bottom >= 0 &&
                  a.pad_bottom <= a.kernel_h && a.pad_right >= 0 && a.pad_right <= a.kernel_w &&
-                 a.zero_point >= -128 && a.zero_point <= 127 && (dtype == DType::I8 || a.zero_point == 0),
+                 a.zero_point >= -128 && a.zero_point <= 127 && (dtype == DType::I8 || a.zero_point == 0) &&
+                 (a.round_half_even == 0 || a.round_half_even == 1),
              Error::InvalidOp);
-  // Dilation is the max pool's, divisors the avg pool's.
-  TMCU_CHECK(max ? a.count_include_pad == 0 && a.divisor_override == 0 : a.dilation_h == 1 && a.dilation_w == 1,
+  // Dilation is the max pool's, divisors and rounding the avg pool's.
+  TMCU_CHECK(max ? a.count_include_pad == 0 && a.divisor_override == 0 && a.round_half_even == 0
+                 : a.dilation_h == 1 && a.dilation_w == 1,
              Error::InvalidOp);
   const Operand& x = ctx.input(0);
   const Operand& y = ctx.output(0);

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CompileError
-from ..passes import IO_LAYOUTS
+from ..passes import AVG_POOL_ROUNDINGS, IO_LAYOUTS
 from ..program import serialize
 from ..program.c_api import check_api_symbol
 
@@ -46,6 +46,9 @@ class CompileOptions:
     crc: bool = False  # the program carries a CRC32 of its bytes
     recurrent_weights: str = "per-channel"  # RECURRENT_WEIGHTS
     reparam: bool = True  # parallel conv / batch-norm / identity branches summed fold into one conv
+    # How integer average pools and means round (passes/layout.py): "pytorch" (the real mean half to even,
+    # PyTorch's q/dq model) or "tflite" (TFLite's AveragePool: what a .tflite export needs, and CMSIS-NN runs)
+    avg_pool_rounding: str = "pytorch"
 
     def __post_init__(self) -> None:
         try:
@@ -59,6 +62,9 @@ class CompileOptions:
             raise CompileError(f"io_layout={self.io_layout!r}: choose one of {', '.join(IO_LAYOUTS)}")
         if self.stack is not None and (self.stack <= 0 or self.stack % 8):
             raise CompileError(f"stack={self.stack}: a positive number of bytes, a multiple of 8")
+        if self.avg_pool_rounding not in AVG_POOL_ROUNDINGS:
+            raise CompileError(f"avg_pool_rounding={self.avg_pool_rounding!r}: choose one of "
+                               f"{', '.join(AVG_POOL_ROUNDINGS)}")
         if self.recurrent_weights not in RECURRENT_WEIGHTS:
             raise CompileError(f"recurrent_weights={self.recurrent_weights!r}: choose one of "
                                f"{', '.join(RECURRENT_WEIGHTS)}")

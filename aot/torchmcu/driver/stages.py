@@ -186,7 +186,7 @@ def _layout(ctx: Context) -> None:
     o = ctx.options
     active = backends.select(ctx.board, o.backend_names)
     pg = to_program_graph(ctx.graph, scratch=lambda *op: max(b.scratch_bytes(*op) for b in active),
-                          io_layout=o.io_layout)
+                          io_layout=o.io_layout, avg_pool_rounding=o.avg_pool_rounding)
     make_state(pg, ctx.pairs)
     if o.quantized:
         _warn_fallbacks(pg)

@@ -20,11 +20,11 @@ from . import fusion
 from .state import integer_state
 from .convert import to_graph
 from .graph import Graph
-from .layout import IO_LAYOUTS, Scratch, io_perm, to_program_graph
+from .layout import AVG_POOL_ROUNDINGS, IO_LAYOUTS, Scratch, io_perm, to_program_graph
 from .lowering import ALL, conv
 from .lowering.recurrent import fold_recurrent
 
-__all__ = ["IO_LAYOUTS", "PASSES", "Scratch", "io_perm", "lower", "to_program_graph"]
+__all__ = ["AVG_POOL_ROUNDINGS", "IO_LAYOUTS", "PASSES", "Scratch", "io_perm", "lower", "to_program_graph"]
 
 PASSES: list[Callable[[Graph], None]] = [
     conv.fold_batch_norm_transposed,  # as fold_batch_norm, for transposed convolutions

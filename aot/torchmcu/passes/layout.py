@@ -46,10 +46,19 @@ def io_perm(rank: int, io_layout: str = "nchw") -> tuple[int, ...]:
     return identity(rank)
 
 
+# How integer average pools (and global means) round: as PyTorch's q/dq model
+# (the real mean half to even: QuantPool2dParams.round_half_even), or as
+# TFLite's AveragePool (the raw sum half away from zero: what a .tflite
+# export and CMSIS-NN's arm_avgpool_* compute).
+AVG_POOL_ROUNDINGS = ("pytorch", "tflite")
+
+
 class Layout:
-    def __init__(self, g: Graph, scratch: Scratch | None = None, io_layout: str = "nchw") -> None:
+    def __init__(self, g: Graph, scratch: Scratch | None = None, io_layout: str = "nchw",
+                 avg_pool_rounding: str = "pytorch") -> None:
         self.g = g
         self.io_layout = io_layout
+        self.avg_pool_rounding = avg_pool_rounding
         self.scratch = scratch or (lambda code, x, w, y, params: 0)
         self.p = PGraph()
         self.val: dict[int, tuple[int, tuple[int, ...]]] = {}  # value -> (tensor, perm)
@@ -150,5 +159,6 @@ class Layout:
             self.p.outputs.append(tid)
 
 
-def to_program_graph(g: Graph, scratch: Scratch | None = None, io_layout: str = "nchw") -> PGraph:
-    return Layout(g, scratch, io_layout).run()
+def to_program_graph(g: Graph, scratch: Scratch | None = None, io_layout: str = "nchw",
+                     avg_pool_rounding: str = "pytorch") -> PGraph:
+    return Layout(g, scratch, io_layout, avg_pool_rounding).run()

@@ -32,10 +32,11 @@ def _max_pool_int(x, kernel, stride, pad, act_min: int, act_max: int, out_hw, di
 
 def avg_pool2d(x: np.ndarray, kernel, stride, pad=(0, 0), *, act_min: int = -128,
                act_max: int = 127, out_hw=None, count_include_pad: bool = False, divisor_override: int = 0,
-               pad_after=None, zero_point: int = 0) -> np.ndarray:
+               pad_after=None, zero_point: int = 0, round_half_even: bool = False) -> np.ndarray:
     """avg_pool2d_s8 (TFLite's int8 AveragePool, CMSIS-NN's arm_avgpool_s8,
     with PyTorch's divisors): sum of the in-bounds taps / divisor, rounding
-    half away from zero ((sum +- divisor/2) / divisor, C division), clamped.
+    half away from zero ((sum +- divisor/2) / divisor, C division), clamped;
+    with round_half_even, PyTorch's q/dq rounding instead (rounded_mean).
     The divisor: divisor_override when > 0; with count_include_pad the
     window's taps inside [-pad_top, H + pad_bottom) x [-pad_left, W +
     pad_right) (pad_after = (bottom, right), PyTorch's padding: the top and
@@ -43,7 +44,7 @@ def avg_pool2d(x: np.ndarray, kernel, stride, pad=(0, 0), *, act_min: int = -128
     clamp(0)). Each tap the divisor counts beyond the in-bounds ones adds
     zero_point to the sum (PyTorch pads with real 0)."""
     return _avg_pool_int(x, kernel, stride, pad, act_min, act_max, out_hw, count_include_pad, divisor_override,
-                         pad_after, zero_point).astype(np.int8)
+                         pad_after, zero_point, round_half_even).astype(np.int8)
 
 
 def _padded_count(size: int, k: int, s: int, before: int, after: int, out: int) -> np.ndarray:
@@ -54,7 +55,8 @@ def _padded_count(size: int, k: int, s: int, before: int, after: int, out: int) 
 
 
 def _avg_pool_int(x, kernel, stride, pad, act_min: int, act_max: int, out_hw, count_include_pad: bool = False,
-                  divisor_override: int = 0, pad_after=None, zero_point: int = 0) -> np.ndarray:
+                  divisor_override: int = 0, pad_after=None, zero_point: int = 0,
+                  round_half_even: bool = False) -> np.ndarray:
     """Average pools on integers (int8, int16), in int64."""
     x = np.asarray(x, dtype=np.int64)
     ones = np.ones(x.shape[:3] + (1,), dtype=np.int64)
@@ -74,10 +76,24 @@ def _avg_pool_int(x, kernel, stride, pad, act_min: int, act_max: int, out_hw, co
         cw = _padded_count(x.shape[2], kernel[1], stride[1], pad[1], pr, ow)
         count = (ch[:, None] * cw[None, :])[None, :, :, None]
     total = total + np.where(inside > 0, (count - inside) * int(zero_point), 0)
-    return _rounded_mean(total, count, act_min, act_max)
+    return rounded_mean(total, count, act_min, act_max, zero_point if round_half_even else None)
 
 
-def _rounded_mean(total: np.ndarray, count: np.ndarray, act_min: int, act_max: int) -> np.ndarray:
+def rounded_mean(total: np.ndarray, count: np.ndarray, act_min: int, act_max: int,
+                 even_at: int | None = None) -> np.ndarray:
+    """total / count (count >= 1; 0 reads as 1) rounded, clamped. even_at
+    None: half away from zero on the raw sum (TFLite's AveragePool). Else
+    the zero point zp of the shared quantization, and the mean rounded as
+    PyTorch's q/dq model rounds the real one (torch.round: half to even):
+    zp + round_half_even((total - count * zp) / count). In integers: with
+    q = floor(total / count), r = total - q * count in [0, count), that is q
+    + 1 when 2r > count or (2r == count and q - zp is odd), else q."""
+    if even_at is not None:
+        div = np.maximum(count, 1)
+        q = total // div  # floor
+        twice = 2 * (total - q * div)
+        up = (twice > div) | ((twice == div) & (((q ^ int(even_at)) & 1) == 1))
+        return np.clip(q + up, act_min, act_max)
     half = count // 2
     div = np.maximum(count, 1)
     num = np.where(total > 0, total + half, total - half)
@@ -93,10 +109,10 @@ def max_pool2d_s16(x, kernel, stride, pad=(0, 0), *, act_min: int = INT16_MIN, a
 
 def avg_pool2d_s16(x, kernel, stride, pad=(0, 0), *, act_min: int = INT16_MIN, act_max: int = INT16_MAX,
                    out_hw=None, count_include_pad: bool = False, divisor_override: int = 0,
-                   pad_after=None, zero_point: int = 0) -> np.ndarray:
+                   pad_after=None, zero_point: int = 0, round_half_even: bool = False) -> np.ndarray:
     """avg_pool2d_s16 (arm_avgpool_s16): avg_pool2d's divisors and rounding on int16 values."""
     return _avg_pool_int(x, kernel, stride, pad, act_min, act_max, out_hw, count_include_pad, divisor_override,
-                         pad_after, zero_point).astype(np.int16)
+                         pad_after, zero_point, round_half_even).astype(np.int16)
 
 
 # ---- adaptive average pooling
@@ -121,7 +137,7 @@ def adaptive_avg_pool2d(x: np.ndarray, out_hw, *, act_min: int = -128, act_max: 
         for j in range(out_hw[1]):
             total[:, i, j] = x[:, h0[i]:h1[i], w0[j]:w1[j]].sum(axis=(1, 2))
             count[0, i, j, 0] = (h1[i] - h0[i]) * (w1[j] - w0[j])
-    return _rounded_mean(total, count, act_min, act_max).astype(dtype)
+    return rounded_mean(total, count, act_min, act_max).astype(dtype)
 
 
 # ---- resizing (TFLite's RESIZE_NEAREST_NEIGHBOR / RESIZE_BILINEAR)
@@ -230,7 +246,8 @@ def _pool_int(fn: Callable) -> Callable:
         else:
             kw.update(count_include_pad=bool(p.get("count_include_pad", False)),
                       divisor_override=p.get("divisor_override", 0),
-                      pad_after=(p.get("pad_bottom", 0), p.get("pad_right", 0)), zero_point=p.get("zero_point", 0))
+                      pad_after=(p.get("pad_bottom", 0), p.get("pad_right", 0)), zero_point=p.get("zero_point", 0),
+                      round_half_even=bool(p.get("round_half_even", False)))
         return fn(a[0], (p["kernel_h"], p["kernel_w"]), (p["stride_h"], p["stride_w"]),
                   (p["pad_top"], p["pad_left"]), **kw)
     return run

@@ -134,9 +134,10 @@ using PoolFn = arm_cmsis_nn_status (*)(const cmsis_nn_context*, const cmsis_nn_p
 template <typename T>
 void pool_run(const OpContext& ctx, const Kernel& portable, PoolFn<T> pool, int32_t buffer_bytes) {
   const schema::QuantPool2dArgs& a = ctx.args<schema::QuantPool2dArgs>();
-  // CMSIS-NN's pools have TFLite's windows and divisors: not PyTorch's
-  // dilation, count_include_pad or divisor_override.
-  const bool tflite = a.dilation_h == 1 && a.dilation_w == 1 && !a.count_include_pad && a.divisor_override == 0;
+  // CMSIS-NN's pools have TFLite's windows, divisors and rounding: not
+  // PyTorch's dilation, count_include_pad, divisor_override or half-to-even mean.
+  const bool tflite = a.dilation_h == 1 && a.dilation_w == 1 && !a.count_include_pad && a.divisor_override == 0 &&
+                      !a.round_half_even;
   if (!tflite || a.pad_top >= a.kernel_h || a.pad_left >= a.kernel_w ||
       buffer_bytes > int32_t(kPoolChannels * sizeof(int32_t))) {
     portable.run(ctx);

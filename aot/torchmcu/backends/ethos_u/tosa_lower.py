@@ -329,6 +329,8 @@ class _Builder:
             self.fail("padded average pool: the divisor changes at the borders, no single exact RESCALE")
         if p.get("divisor_override"):
             self.fail("divisor_override: the RESCALE divides by the window")
+        if p.get("round_half_even"):
+            self.fail("the mean rounded half to even (PyTorch's): TOSA's RESCALE rounds ties up or away from zero")
         x, _ = self.crop(self.value(op.inputs[0]), x_t.dims, rows, cols)
         if (oh, ow) == (1, 1):  # one window: any stride reads the same taps; 1 suits the NPU
             sh = sw = 1

@@ -241,6 +241,10 @@ def pool_s8(lay, n: Node) -> None:
         if n.op == "qavg_pool2d" and (params["count_include_pad"] or params["divisor_override"]):
             params["zero_point"] = int(zp_out)  # what PyTorch's padding (real 0) is in the shared quantization
         code = "MAX_POOL2D_S8" if n.op == "qmax_pool2d" else "AVG_POOL2D_S8"
+    if code == "AVG_POOL2D_S8" and lay.avg_pool_rounding == "pytorch":
+        # PyTorch's q/dq model rounds the real mean half to even (relative to the zero point), every
+        # avg pool and mean alike; TFLite's AveragePool rounds the raw sum half away from zero.
+        params.update(round_half_even=True, zero_point=int(zp_out))
     params.update(act_min=lo, act_max=hi)
     lay.emit(code, [xin], [out], ("QuantPool2dParams", params), n, n.op[1:])
 

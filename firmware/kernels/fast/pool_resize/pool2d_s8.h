@@ -9,8 +9,9 @@
 // int16x8 accumulators fed by widening loads (the channel tail
 // predicated); DSP: 8 channels per step, SXTB16 of each 4-byte word into
 // halfword pairs (channels 0 and 2, 1 and 3) added by SADD16. The rest of
-// the channels, the padding term and the rounding division are the generic
-// kernel's, per channel.
+// the channels, the padding term and the rounding division (avg_round) are
+// the generic kernel's, per channel; MVE divides 4 channels at a time by a
+// multiply (pool_finish, pool_finish_even).
 #ifndef TORCHMCU_KERNELS_FAST_POOL_RESIZE_POOL2D_S8_H_
 #define TORCHMCU_KERNELS_FAST_POOL_RESIZE_POOL2D_S8_H_
 
@@ -152,14 +153,94 @@ inline void pool_finish(const Sum* sums, int32_t cn, int32_t padded, int32_t hal
   }
 }
 
+// avg_round with round_half_even: out[j] = clamp(q + up) for j < cn, q =
+// floor(s / d), s = sums[j] + padded. bias = padded + 128 d makes u = s + 128 d
+// >= 0 (without divisor_override d counts every in-bounds tap, each >= -128,
+// and each tap beyond them adds zero_point >= -128), so floor(u / d) = q +
+// 128 is recip's multiply (exact while u d < 2^32) and r = u - (q + 128) d;
+// up (avg_round's) when 2r + odd > d, odd the parity of q - zp (of q + 128
+// xor zp): the sign bit of d - 2r - odd. No predicates (GCC 13's combine
+// fails on their logic).
+template <class Sum>
+inline void pool_finish_even(const Sum* sums, int32_t cn, int32_t bias, int32_t d, uint32_t recip, int32_t zp,
+                             int32_t lo, int32_t hi, int8_t* out) {
+  const int32x4_t lov = vdupq_n_s32(lo), hiv = vdupq_n_s32(hi);
+  const uint32x4_t rv = vdupq_n_u32(recip), zv = vdupq_n_u32(static_cast<uint32_t>(zp)), one = vdupq_n_u32(1);
+  const uint32x4_t dv = vdupq_n_u32(static_cast<uint32_t>(d));
+  for (int32_t j = 0; j < cn; j += 4) {
+    const uint32x4_t u = vreinterpretq_u32_s32(vaddq_n_s32(pool_load4(sums + j), bias));
+    const uint32x4_t q = vmulhq_u32(u, rv);
+    const uint32x4_t twice = vshlq_n_u32(vsubq_u32(u, vmulq_u32(q, dv)), 1);
+    const uint32x4_t odd = vandq_u32(veorq_u32(q, zv), one);
+    const uint32x4_t up = vshrq_n_u32(vsubq_u32(dv, vaddq_u32(twice, odd)), 31);
+    const int32x4_t v = vsubq_n_s32(vreinterpretq_s32_u32(vaddq_u32(q, up)), 128);
+    vstrbq_p_s32(out + j, vminq_s32(vmaxq_s32(v, lov), hiv), vctp32q(static_cast<uint32_t>(cn - j)));
+  }
+}
+
+// The MVE division of an output pixel's channels: how (the rounding's
+// recip; 0: the scalar avg_round).
+struct PoolDiv {
+  uint32_t recip;
+  bool even;       // pool_finish_even, else pool_finish
+  int32_t bias;    // pool_finish_even's padded + 128 d
+};
+
+// The vector division, when exact for every sum of the window (see
+// pool_finish and pool_finish_even), else recip 0.
+inline PoolDiv pool_div(const PoolOptions& o, int32_t count, int32_t divisor, int32_t padded) {
+  // ceil(2^32 / d) = floor((2^32 - 1) / d) + 1 (in 32 bits: no 64-bit division helper).
+  const uint32_t recip = divisor >= 2 ? 0xffffffffu / static_cast<uint32_t>(divisor) + 1 : 0;
+  if (o.round_half_even) {
+    const bool ok = divisor >= 2 && o.divisor_override == 0 &&
+                    int64_t{255} * divisor * divisor < (int64_t{1} << 32);  // u <= 255 d
+    return PoolDiv{ok ? recip : 0, true, padded + 128 * divisor};
+  }
+  // floor(|n| * ceil(2^32 / d) / 2^32) = floor(|n| / d) exactly while |n| * d < 2^32
+  // (the error term |n| * (ceil - 2^32 / d) / 2^32 stays below 1 / d), d >= 2; |sum| <= 128 per tap.
+  const int64_t most = int64_t{128} * count + (padded < 0 ? -int64_t{padded} : int64_t{padded}) + divisor / 2;
+  const bool ok = divisor >= 2 && most * divisor < (int64_t{1} << 32);
+  return PoolDiv{ok ? recip : 0, false, 0};
+}
+
+// Vector-divided channels of one pixel: false when recip is 0 (the scalar loop's).
+template <class Sum>
+inline bool pool_finish_vec(const Sum* sums, int32_t cn, const PoolDiv& dv, int32_t padded, int32_t divisor,
+                            const PoolOptions& o, int32_t lo, int32_t hi, int8_t* out) {
+  if (dv.recip == 0) return false;
+  if (dv.even) {
+    pool_finish_even(sums, cn, dv.bias, divisor, dv.recip, o.zero_point, lo, hi, out);
+  } else {
+    pool_finish(sums, cn, padded, divisor / 2, dv.recip, lo, hi, out);
+  }
+  return true;
+}
+
 #endif
+
+// The scalar finish of channels [0, cn): avg_round of sums[j] + padded, clamped.
+template <class Sum>
+inline void pool_finish_scalar(const Sum* sums, int32_t cn, int32_t padded, int32_t divisor, const PoolOptions& o,
+                               int32_t lo, int32_t hi, int8_t* out) {
+  for (int32_t j = 0; j < cn; ++j) {
+    int32_t v = avg_round(sums[j] + padded, divisor, o);
+    v = v < lo ? lo : v;
+    v = v > hi ? hi : v;
+    out[j] = static_cast<int8_t>(v);
+  }
+}
 
 // avg_pool2d_s8's channels of one output pixel whose window has more than
 // kPoolMaxTaps taps: int32 sums of int16 blocks (pool_sums), then as
-// avg_pool2d_s8 (recip 0: the scalar division). Out of line: the common
-// windows' loop keeps its registers.
-[[gnu::noinline]] void pool_blocks(const PoolWindow& win, int32_t c_fast, int32_t padded, int32_t half,
-                                   int32_t divisor, uint32_t recip, int32_t lo, int32_t hi, int8_t* out) {
+// avg_pool2d_s8 (MVE: dv, the vector division or none). Out of line: the
+// common windows' loop keeps its registers.
+#if TMCU_S8_MVE
+[[gnu::noinline]] void pool_blocks(const PoolWindow& win, int32_t c_fast, int32_t padded, int32_t divisor,
+                                   const PoolOptions& o, const PoolDiv& dv, int32_t lo, int32_t hi, int8_t* out) {
+#else
+[[gnu::noinline]] void pool_blocks(const PoolWindow& win, int32_t c_fast, int32_t padded, int32_t divisor,
+                                   const PoolOptions& o, int32_t lo, int32_t hi, int8_t* out) {
+#endif
   alignas(16) int32_t sums[kPoolStep];
   const int32_t c_n = win.c_n;
   for (int32_t c = 0; c < c_n; c += kPoolStep) {
@@ -177,20 +258,9 @@ inline void pool_finish(const Sum* sums, int32_t cn, int32_t padded, int32_t hal
       }
     }
 #if TMCU_S8_MVE
-    if (recip != 0) {
-      pool_finish(sums, cn, padded, half, recip, lo, hi, out + c);
-      continue;
-    }
-#else
-    (void)recip;
+    if (pool_finish_vec(sums, cn, dv, padded, divisor, o, lo, hi, out + c)) continue;
 #endif
-    for (int32_t j = 0; j < cn; ++j) {
-      const int32_t s = sums[j] + padded;
-      int32_t v = (s > 0 ? s + half : s - half) / divisor;
-      v = v < lo ? lo : v;
-      v = v > hi ? hi : v;
-      out[c + j] = static_cast<int8_t>(v);
-    }
+    pool_finish_scalar(sums, cn, padded, divisor, o, lo, hi, out + c);
   }
 }
 
@@ -222,24 +292,17 @@ inline void pool_finish(const Sum* sums, int32_t cn, int32_t padded, int32_t hal
         s8::tap_range(ix0, in_shape.w, p.kernel_w, 1, &kx0, &kx1);
         const int32_t count = (ky1 - ky0) * (kx1 - kx0);
         const int32_t divisor = pool_divisor(p, o, in_shape, iy0, ix0, count);
-        const int32_t half = divisor / 2;
         const int32_t padded = count > 0 ? (divisor - count) * o.zero_point : 0;  // taps the divisor adds
 #if TMCU_S8_MVE
-        // The division by a multiply: floor(|n| * ceil(2^32 / d) / 2^32) =
-        // floor(|n| / d) exactly while |n| * d < 2^32 (the error term
-        // |n| * (ceil - 2^32 / d) / 2^32 stays below 1 / d), d >= 2; |sum| <= 128 per tap.
-        const int64_t most = int64_t{128} * count + (padded < 0 ? -int64_t{padded} : int64_t{padded}) + half;
-        const bool vector_div = divisor >= 2 && most * divisor < (int64_t{1} << 32);
-        // ceil(2^32 / d) = floor((2^32 - 1) / d) + 1 (in 32 bits: no 64-bit division helper).
-        const uint32_t recip = vector_div ? 0xffffffffu / static_cast<uint32_t>(divisor) + 1 : 0;
+        const PoolDiv dv = pool_div(o, count, divisor, padded);
 #endif
         const PoolWindow win{in_n + (iy0 + ky0) * row_stride + (ix0 + kx0) * c_n, ky1 - ky0, kx1 - kx0, row_stride,
                              c_n};
         if (win.rows * win.cols > kPoolMaxTaps) {
 #if TMCU_S8_MVE
-          pool_blocks(win, c_fast, padded, half, divisor, vector_div ? recip : 0, lo, hi, out);
+          pool_blocks(win, c_fast, padded, divisor, o, dv, lo, hi, out);
 #else
-          pool_blocks(win, c_fast, padded, half, divisor, 0, lo, hi, out);
+          pool_blocks(win, c_fast, padded, divisor, o, lo, hi, out);
 #endif
           continue;
         }
@@ -258,18 +321,9 @@ inline void pool_finish(const Sum* sums, int32_t cn, int32_t padded, int32_t hal
             }
           }
 #if TMCU_S8_MVE
-          if (vector_div) {
-            pool_finish(sums, cn, padded, half, recip, lo, hi, out + c);
-            continue;
-          }
+          if (pool_finish_vec(sums, cn, dv, padded, divisor, o, lo, hi, out + c)) continue;
 #endif
-          for (int32_t j = 0; j < cn; ++j) {
-            const int32_t s = sums[j] + padded;
-            int32_t v = (s > 0 ? s + half : s - half) / divisor;
-            v = v < lo ? lo : v;
-            v = v > hi ? hi : v;
-            out[c + j] = static_cast<int8_t>(v);
-          }
+          pool_finish_scalar(sums, cn, padded, divisor, o, lo, hi, out + c);
         }
       }
     }

@@ -76,6 +76,7 @@ PoolOptions pool_options(const schema::QuantPool2dArgs& a) {
   o.pad_bottom = a.pad_bottom;
   o.pad_right = a.pad_right;
   o.zero_point = a.zero_point;
+  o.round_half_even = a.round_half_even;
   return o;
 }
 

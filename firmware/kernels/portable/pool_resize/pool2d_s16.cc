@@ -40,10 +40,7 @@ void pool2d_s16(const int16_t* in, Shape4 in_shape, int16_t* out, Shape4 out_sha
               }
             }
           }
-          if (!kMax) {
-            const int32_t half = divisor / 2;
-            acc = (acc > 0 ? acc + half : acc - half) / divisor;
-          }
+          if (!kMax) acc = avg_round(acc, divisor, o);
           *out++ = clamp16(acc, p.act_min, p.act_max);
         }
       }

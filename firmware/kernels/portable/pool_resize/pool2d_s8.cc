@@ -73,7 +73,6 @@ void avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_sh
         s8::tap_range(ix0, in_shape.w, kernel_w, 1, &kx0, &kx1);
         const int32_t count = (ky1 - ky0) * (kx1 - kx0);
         const int32_t divisor = pool_divisor(p, o, in_shape, iy0, ix0, count);
-        const int32_t half = divisor / 2;
         const int32_t padded = count > 0 ? (divisor - count) * o.zero_point : 0;  // taps the divisor adds
         for (int32_t c0 = 0; c0 < c_n; c0 += s8::kAccChunk) {
           const int32_t cn = c_n - c0 < s8::kAccChunk ? c_n - c0 : s8::kAccChunk;
@@ -85,8 +84,7 @@ void avg_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_sh
             }
           }
           for (int32_t c = 0; c < cn; ++c) {
-            const int32_t s = acc[c];
-            int32_t v = (s > 0 ? s + half : s - half) / divisor;
+            int32_t v = avg_round(acc[c], divisor, o);
             v = v < lo ? lo : v;
             v = v > hi ? hi : v;
             out[c0 + c] = static_cast<int8_t>(v);

@@ -65,7 +65,29 @@ struct PoolOptions {
   int32_t divisor_override = 0;           // avg pool: > 0 replaces the divisor
   int32_t pad_bottom = 0, pad_right = 0;  // bound of count_include_pad's window
   int32_t zero_point = 0;                 // the value of the taps a divisor counts beyond the in-bounds ones
+  int32_t round_half_even = 0;            // avg pool: PyTorch's rounding (avg_round), zero_point the shared one
 };
+
+/// An avg pool's output from its window's sum s (the padding term
+/// included) and divisor d >= 1. TFLite's (round_half_even 0): s / d
+/// rounded half away from zero, (s +- d / 2) / d in C division. PyTorch's
+/// q/dq model (round_half_even 1) rounds the real mean half to even, so
+/// relative to the zero point zp: zp + round_half_even((s - d zp) / d). In
+/// integers, with q = floor(s / d) and r = s - q d in [0, d): q + 1 when 2r
+/// > d, or 2r == d and q - zp is odd, i.e. when 2r + odd > d, odd the parity
+/// of q - zp; else q (no s - d zp: no overflow).
+inline int32_t avg_round(int32_t s, int32_t d, const PoolOptions& o) {
+  if (!o.round_half_even) {
+    const int32_t half = d / 2;
+    return (s > 0 ? s + half : s - half) / d;
+  }
+  int32_t q = s / d, r = s % d;
+  if (r < 0) {  // C truncates toward zero: the floor is one lower
+    q -= 1;
+    r += d;
+  }
+  return q + (2 * r + ((q ^ o.zero_point) & 1) > d ? 1 : 0);
+}
 
 /// Max over the in-bounds taps of each window (taps dilation apart),
 /// clamped. Same quantization in and out.
@@ -74,8 +96,8 @@ void max_pool2d_s8(const int8_t* in, Shape4 in_shape, int8_t* out, Shape4 out_sh
 
 /// Sum of the in-bounds taps, plus zero_point for each tap the divisor
 /// counts beyond them (PyTorch pads with real 0), divided by the divisor,
-/// rounding half away from zero ((sum +- divisor/2) / divisor in integer
-/// division), clamped. The divisor is PyTorch's: divisor_override when > 0;
+/// rounded (avg_round: half away from zero, or PyTorch's half to even
+/// relative to the zero point), clamped. The divisor is PyTorch's: divisor_override when > 0;
 /// with count_include_pad, the window clipped to [-pad_top, H + pad_bottom)
 /// x [-pad_left, W + pad_right); else the in-bounds taps (TFLite's; a window
 /// with none outputs clamp(0)).
