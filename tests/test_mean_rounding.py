@@ -178,3 +178,29 @@ def test_ethos_u_takes_only_tflites_rounding() -> None:
         i = next(i for i, op in enumerate(pg.ops) if op.code == "AVG_POOL2D_S8")
         got = check_op(pg, i)
         assert (got is None) if reason is None else (reason in got), got
+
+
+def test_cli_rounding_flag_and_tflite_export(tmp_path) -> None:
+    """As users run it, in fresh processes: `compile` rounds average pools as
+    PyTorch by default, and `export --tflite` then refuses in one line naming
+    the flag; `compile --avg-pool-rounding tflite` exports."""
+    from test_c_api import cli
+
+    src = tmp_path / "pooled.py"
+    src.write_text("import torch\nfrom torch import nn\n\n\ndef make():\n"
+                   "    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),\n"
+                   "                      nn.Linear(8, 4)).eval()\n"
+                   "    return m, (torch.randn(1, 3, 10, 10),)\n")
+    for rounding in ("pytorch", "tflite"):
+        out = tmp_path / rounding
+        cli("compile", f"{src}:make", "--board", "mps3-an547", "--quant", "int8", "--avg-pool-rounding", rounding,
+            "-o", str(out))
+        proc = cli("export", str(out), "--tflite", str(tmp_path / f"{rounding}.tflite"), check=False)
+        if rounding == "pytorch":
+            assert proc.returncode == 2, proc.stdout + proc.stderr
+            assert "--avg-pool-rounding tflite" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, \
+                proc.stderr
+            assert not (tmp_path / "pytorch.tflite").exists()
+        else:
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            assert (tmp_path / "tflite.tflite").stat().st_size > 0

@@ -16,7 +16,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from .board_text import describe_board
 from .builder import kernel_table
 from .cli_errors import (check_calibration, firmware_failure, guarded, load_inputs, program_source_differs,
                          read_arrays, require_build_dir, run_epilog, run_status, summarized_warnings)
+from .cli_values import _bytes, _pairs, _precision, _recompute  # noqa: F401  (tests import _precision)
 from .errors import TorchMCUError
 from .frontend.shipped import add_model_arguments
 from .sim import RUNNERS
@@ -72,7 +72,8 @@ def _compile(args: argparse.Namespace) -> int:
                 symbol=args.symbol, precision=_precision(args.precision), backend_names=args.backends,
                 io_layout=args.io_layout, stack=None if args.stack is None else _bytes(args.stack),
                 state=_state(args.state), strict=args.strict, crc=args.crc,
-                recurrent_weights=args.recurrent_weights, reparam=not args.no_reparam)
+                recurrent_weights=args.recurrent_weights, reparam=not args.no_reparam,
+                avg_pool_rounding=args.avg_pool_rounding)
     _progress(f"done in {time.monotonic() - t0:.1f} s")
     if args.verbose:
         print((c.out_dir / "report.txt").read_text())
@@ -83,58 +84,6 @@ def _compile(args: argparse.Namespace) -> int:
           "kernel_table.cc, kernels.txt, memory_plan.json, report.json); the full report: "
           f"{c.out_dir / 'report.txt'}{'' if args.verbose else ' (--verbose prints it)'}")
     return 0
-
-
-def _precision(items: list[str]) -> dict[str, str] | int:
-    """--precision 'conv1=int16,fc=int4' (repeatable), @FILE with NAME=PRECISION
-    lines (# comments), or auto:BUDGET (bytes of weights and biases, e.g. 40K)."""
-    flat: list[str] = []
-    if len(items) == 1 and items[0].startswith("auto:"):  # auto:BUDGET: choose per layer for a flash budget
-        return _bytes(items[0][5:])  # type: ignore[return-value]
-    for item in items:
-        if item.startswith("@"):
-            if not Path(item[1:]).is_file():
-                raise TorchMCUError(f"--precision {item}: no such file {item[1:]!r}")
-            lines = Path(item[1:]).read_text().splitlines()
-            flat += [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
-        else:
-            flat.append(item)
-    return _pairs(flat, "--precision", str)
-
-
-def _recompute(value: float) -> float:
-    if not 0 <= value <= 10:  # NaN fails too
-        raise TorchMCUError(f"--tile-recompute {value}: give a fraction of MACs between 0 and 10 (0.05 = 5 %)")
-    return value
-
-
-def _bytes(text: str) -> int:
-    """1234, 16K / 16KiB (x1024), 2M / 2MiB (x1048576)."""
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    scale = {"K": 1024, "M": 1024 * 1024}.get(t[-1:], 1)
-    try:
-        value = float(t[:-1] if scale > 1 else t) * scale
-        if not value >= 0 or value == float("inf"):  # NaN fails the comparison
-            raise ValueError(text)
-        return int(value)
-    except ValueError:
-        raise TorchMCUError(f"{text!r} is not a size in bytes (e.g. 16384, 16K, 2M)") from None
-
-
-def _pairs(items: list[str], flag: str, value: Any) -> dict[str, Any]:
-    """NAME=VALUE items, each possibly a comma-separated list."""
-    out: dict[str, Any] = {}
-    for item in items:
-        for part in filter(None, item.split(",")):
-            name, sep, v = part.partition("=")
-            if not sep or not name or not v:
-                example = {"--budget": "dtcm=16K", "--pin": "conv1=sram", "--precision": "conv1=int16"}.get(flag, "")
-                raise TorchMCUError(f"{flag} {part!r}: expected NAME=VALUE, e.g. {flag} {example}")
-            try:
-                out[name.strip()] = value(v.strip())
-            except (ValueError, TorchMCUError):
-                raise TorchMCUError(f"{flag} {part!r}: {v!r} is not a valid value") from None
-    return out
 
 
 def _opt(name: str) -> dict[str, str]:
@@ -497,6 +446,10 @@ def make_parser() -> argparse.ArgumentParser:
                    help="an int8/a16w8 LSTM's or GRU's weights: one scale per row (per-channel, the default: closer "
                         "to float on trained weights) or per gate (TFLite's scheme: needed to export the LSTM to "
                         ".tflite, and for CMSIS-NN's LSTM kernel to run it)")
+    c.add_argument("--avg-pool-rounding", choices=("pytorch", "tflite"), default="pytorch",
+                   help="an integer average pool's or mean's rounding: PyTorch's q/dq model's (half to even at the "
+                        "zero point, the default) or TFLite's (the raw sum half away from zero: needed to export it "
+                        "to .tflite)")
     c.set_defaults(fn=cmd_compile)
 
     b = sub.add_parser("build", help="build firmware.elf for a compiled model")

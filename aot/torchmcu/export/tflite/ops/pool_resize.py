@@ -21,7 +21,7 @@ class PoolResizeOps(ExporterBase):
         if p.get("round_half_even"):
             raise ExportError(f"{P.describe(index)}: rounds the mean half to even as PyTorch (TFLite's "
                               "AVERAGE_POOL_2D rounds the raw sum half away from zero): compile with "
-                              "avg_pool_rounding='tflite'")
+                              "--avg-pool-rounding tflite (compile(..., avg_pool_rounding='tflite'))")
         k, s = (p["kernel_h"], p["kernel_w"]), (p["stride_h"], p["stride_w"])
         pad = (p["pad_top"], p["pad_left"])
         include = opcode == "AVERAGE_POOL_2D" and p.get("count_include_pad", not quant) and pad != (0, 0)
