@@ -1,0 +1,300 @@
+// The DSP half of recurrent_s8.h's fast paths (SMLAD on the step's inputs
+// expanded once into SXTB16 halfword pairs; see that file's comment),
+// included by recurrent_s8.h only (DSP builds), inside its namespace
+// torchmcu::portable::fast::{anonymous}, where rn_steps and the other shared
+// helpers are declared: not a header of its own. dot4_s8 and dot_s8 (the
+// generic kernel's SMLAD dots) are outside the anonymous namespace.
+#ifndef TORCHMCU_KERNELS_FAST_RECURRENT_RECURRENT_S8_DSP_H_
+#define TORCHMCU_KERNELS_FAST_RECURRENT_RECURRENT_S8_DSP_H_
+
+[[gnu::always_inline]] inline int32_t rn_word(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Bytes 1 and 3 of v sign-extended to halfwords.
+[[gnu::always_inline]] inline int16x2_t rn_sxtb16_ror8(int32_t v) {
+  int16x2_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+  return r;
+}
+
+// acc + 4 bytes of a row against the input's 4 bytes as SXTB16 pairs.
+[[gnu::always_inline]] inline int32_t rn_mac4(int32_t acc, int16x2_t ve, int16x2_t vo, const int8_t* w) {
+  const int32_t u = rn_word(w);
+  return __smlad(vo, rn_sxtb16_ror8(u), __smlad(ve, __sxtb16(u), acc));
+}
+
+}  // namespace
+
+/// The products of 4 weight rows `stride` apart (n int8s each) with v, by
+/// SMLAD: each 4 bytes of v expanded once for the 4 rows (the generic
+/// kernel's dot4 of recurrent_s8.cc; the sums wrap as the exact int32 ones).
+inline void dot4_s8(const int8_t* v, const int8_t* w, int32_t stride, int32_t n, int32_t* out) {
+  int32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  const int8_t* w1 = w + stride;
+  const int8_t* w2 = w1 + stride;
+  const int8_t* w3 = w2 + stride;
+  int32_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const int32_t x = rn_word(v + k);
+    const int16x2_t ve = __sxtb16(x), vo = rn_sxtb16_ror8(x);
+    a0 = rn_mac4(a0, ve, vo, w + k);
+    a1 = rn_mac4(a1, ve, vo, w1 + k);
+    a2 = rn_mac4(a2, ve, vo, w2 + k);
+    a3 = rn_mac4(a3, ve, vo, w3 + k);
+  }
+  for (; k < n; ++k) {
+    const int32_t x = v[k];
+    a0 += x * w[k];
+    a1 += x * w1[k];
+    a2 += x * w2[k];
+    a3 += x * w3[k];
+  }
+  out[0] = a0;
+  out[1] = a1;
+  out[2] = a2;
+  out[3] = a3;
+}
+
+/// One row's product with v (the generic kernel's dot).
+inline int32_t dot_s8(const int8_t* v, const int8_t* w, int32_t n) {
+  int32_t a = 0, k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const int32_t x = rn_word(v + k);
+    a = rn_mac4(a, __sxtb16(x), rn_sxtb16_ror8(x), w + k);
+  }
+  for (; k < n; ++k) a += v[k] * w[k];
+  return a;
+}
+
+namespace {
+
+// The inputs a step expands into SXTB16 pairs on the stack (x_t and h_{t-1}
+// each); longer vectors take dot4_s8 as they are.
+constexpr int32_t kRnDspMax = 128;
+
+// v's 4-byte groups as SXTB16 pairs: vp[2i] = bytes 0 and 2 of group i,
+// vp[2i + 1] = bytes 1 and 3 (the n % 4 tail left out).
+inline void rn_expand(const int8_t* v, int32_t n, int16x2_t* vp) {
+  for (int32_t k = 0; k + 4 <= n; k += 4, vp += 2) {
+    const int32_t x = rn_word(v + k);
+    vp[0] = __sxtb16(x);
+    vp[1] = rn_sxtb16_ror8(x);
+  }
+}
+
+// Two rows' products with v, given also expanded (vp): 8 inputs of both
+// rows per step by hand-scheduled SMLADs (the 8 pairs by one LDM, each
+// row's 8 weights by two LDRs: 21 instructions per 16 MACs), then 4, then
+// the n % 4 rest.
+inline void rn_dot2_pairs(const int16x2_t* vp, const int8_t* v, const int8_t* w0, const int8_t* w1, int32_t n,
+                          int32_t* out) {
+  int32_t a0 = 0, a1 = 0;
+  int32_t k = n & ~7;
+  if (k > 0) {
+    int32_t steps = k >> 3, lo, hi, u;
+    __asm__ volatile(
+        "1:\n\t"
+        "ldmia  %[vp]!, {r8, r9, r10, r11}\n\t"
+        "ldr    %[lo], [%[w0]], #4\n\t"
+        "ldr    %[hi], [%[w0]], #4\n\t"
+        "sxtb16 %[u], %[lo]\n\t"
+        "smlad  %[a0], r8, %[u], %[a0]\n\t"
+        "sxtb16 %[lo], %[lo], ror #8\n\t"
+        "smlad  %[a0], r9, %[lo], %[a0]\n\t"
+        "sxtb16 %[u], %[hi]\n\t"
+        "smlad  %[a0], r10, %[u], %[a0]\n\t"
+        "sxtb16 %[hi], %[hi], ror #8\n\t"
+        "smlad  %[a0], r11, %[hi], %[a0]\n\t"
+        "ldr    %[lo], [%[w1]], #4\n\t"
+        "ldr    %[hi], [%[w1]], #4\n\t"
+        "sxtb16 %[u], %[lo]\n\t"
+        "smlad  %[a1], r8, %[u], %[a1]\n\t"
+        "sxtb16 %[lo], %[lo], ror #8\n\t"
+        "smlad  %[a1], r9, %[lo], %[a1]\n\t"
+        "sxtb16 %[u], %[hi]\n\t"
+        "smlad  %[a1], r10, %[u], %[a1]\n\t"
+        "sxtb16 %[hi], %[hi], ror #8\n\t"
+        "smlad  %[a1], r11, %[hi], %[a1]\n\t"
+        "subs   %[steps], %[steps], #1\n\t"
+        "bne    1b\n\t"
+        : [a0] "+r"(a0), [a1] "+r"(a1), [vp] "+r"(vp), [w0] "+r"(w0), [w1] "+r"(w1), [steps] "+r"(steps),
+          [lo] "=&r"(lo), [hi] "=&r"(hi), [u] "=&r"(u)
+        :
+        : "r8", "r9", "r10", "r11", "cc", "memory");
+  }
+  if (k + 4 <= n) {
+    a0 = rn_mac4(a0, vp[0], vp[1], w0);
+    a1 = rn_mac4(a1, vp[0], vp[1], w1);
+    w0 += 4;
+    w1 += 4;
+    k += 4;
+  }
+  for (int32_t r = 0; k + r < n; ++r) {
+    a0 += v[k + r] * w0[r];
+    a1 += v[k + r] * w1[r];
+  }
+  out[0] = a0;
+  out[1] = a1;
+}
+
+// dot4_s8 over v expanded: rows 0, 1 and rows 2, 3 by rn_dot2_pairs.
+inline void rn_dot4_pairs(const int16x2_t* vp, const int8_t* v, const int8_t* w, int32_t stride, int32_t n,
+                          int32_t* out) {
+  rn_dot2_pairs(vp, v, w, w + stride, n, out);
+  rn_dot2_pairs(vp, v, w + 2 * stride, w + 3 * stride, n, out + 2);
+}
+
+[[gnu::always_inline]] inline int32_t rn_sat16(int32_t v) { return __ssat(v, 16); }
+
+// (v + 2^(s-1)) >> s, or v for s = 0.
+[[gnu::always_inline]] inline int32_t rn_round_shift(int32_t v, int32_t s) {
+  return s > 0 ? (v + (1 << (s - 1))) >> s : v;
+}
+
+// zp times the sum of a row: its product with the hidden state at its zero point.
+inline int32_t rn_zp_dot(int32_t zp, const int8_t* w, int32_t n) {
+  int32_t a = 0;
+  for (int32_t k = 0; k < n; ++k) a += w[k];
+  return zp * a;
+}
+
+// One step's operands (as the MVE path's RnStep).
+struct RnDspStep {
+  const int8_t* x;
+  const int8_t* h;  // null: the zero point
+  const int16x2_t* xp;  // x and h expanded (rn_expand), or null
+  const int16x2_t* hp;
+  const int8_t* w_ih;
+  const int8_t* w_hh;
+  const int32_t* bias;
+  const GateQuant* q;
+  int32_t I, H, G, zp;
+};
+
+// Gate k's pre-activations (gate_sum) of units [j0, j0 + n) into pre[0, n);
+// with xn (the GRU's n gate) its hidden side saturated in pre, the input
+// side clamped to +-2^17 in xn (as the MVE path).
+template <bool kPerRow>
+[[gnu::noinline]] void rn_rows_dsp(const RnDspStep& st, int32_t k, int32_t j0, int32_t n, int16_t* pre,
+                                   int32_t* xn) {
+  const int32_t I = st.I, H = st.H;
+  const GateQuant& q = *st.q;
+  for (int32_t r = 0; r < n; r += 4) {
+    const int32_t rows = n - r < 4 ? n - r : 4;
+    const int32_t row = k * H + j0 + r;
+    int32_t ax[4], ah[4];
+    if (rows == 4) {
+      if (st.xp != nullptr) {
+        rn_dot4_pairs(st.xp, st.x, st.w_ih + row * I, I, I, ax);
+      } else {
+        dot4_s8(st.x, st.w_ih + row * I, I, I, ax);
+      }
+      if (st.hp != nullptr) {
+        rn_dot4_pairs(st.hp, st.h, st.w_hh + row * H, H, H, ah);
+      } else if (st.h != nullptr) {
+        dot4_s8(st.h, st.w_hh + row * H, H, H, ah);
+      }
+    } else {
+      for (int32_t u = 0; u < rows; ++u) ax[u] = dot_s8(st.x, st.w_ih + (row + u) * I, I);
+      if (st.h != nullptr) {
+        for (int32_t u = 0; u < rows; ++u) ah[u] = dot_s8(st.h, st.w_hh + (row + u) * H, H);
+      }
+    }
+    if (st.h == nullptr) {
+      for (int32_t u = 0; u < rows; ++u) ah[u] = rn_zp_dot(st.zp, st.w_hh + (row + u) * H, H);
+    }
+    for (int32_t u = 0; u < rows; ++u) {
+      const int32_t e = kPerRow ? row + u : k;
+      rn_store_sides<kPerRow>(s8::requantize(__qadd(st.bias[row + u], ax[u]), q.x_multiplier[e], q.x_shift[e]),
+                              s8::requantize(__qadd(st.bias[st.G + row + u], ah[u]), q.h_multiplier[e], q.h_shift[e]),
+                              pre + r + u, xn != nullptr ? xn + r + u : nullptr);
+    }
+  }
+}
+
+// pass(st) for each step and batch row (rn_steps), with x_t and h_{t-1}
+// expanded when they fit kRnDspMax.
+template <typename Pass>
+[[gnu::always_inline]] inline void rn_steps_dsp(const RecurrentShape& s, const int8_t* x, const int8_t* h0, int8_t* y,
+                                                const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias,
+                                                const GateQuant& q, int32_t G, int32_t zp, const Pass& pass) {
+  const int32_t I = s.input_size, H = s.hidden_size;
+  rn_steps(s, x, h0, y, [&](const int8_t* xt, const int8_t* hb, int8_t* yt, int32_t b) {
+    int16x2_t xe[kRnDspMax / 2], he[kRnDspMax / 2];
+    const bool ex = I <= kRnDspMax, eh = hb != nullptr && H <= kRnDspMax;
+    if (ex) rn_expand(xt, I, xe);
+    if (eh) rn_expand(hb, H, he);
+    const RnDspStep st{xt, hb, ex ? xe : nullptr, eh ? he : nullptr, w_ih, w_hh, bias, &q, I, H, G, zp};
+    pass(st, yt, b);
+  });
+}
+
+template <bool kPerRow>
+void rn_lstm_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
+                 int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q) {
+  const int32_t H = s.hidden_size;
+  const int32_t p = q.cell_scale_power;
+  const int32_t e = p < -12 ? p : -12;
+  const int32_t sh_fc = 15 + e - p, sh_ig = 30 + e, sh_q312 = -12 - e, sh_state = p - e;
+  const int32_t lim = q.cell_clip << (p - e);
+  const int32_t zp = q.output_offset, lo = -128 - zp, hi = 127 - zp;
+  rn_steps_dsp(s, x, h0, y, w_ih, w_hh, bias, q.gates, 4 * H, zp, [&](const RnDspStep& st, int8_t* yt, int32_t b) {
+    int16_t* cb = c + b * H;
+    rn_chunks(H, [&](int32_t j0, int32_t m) {
+      int16_t pre[4 * kRnChunk];
+      for (int32_t g = 0; g < 4; ++g) rn_rows_dsp<kPerRow>(st, g, j0, m, pre + g * kRnChunk, nullptr);
+      for (int32_t u = 0; u < m; ++u) {
+        const int32_t f = sigmoid_s16(pre[kRnChunk + u], 0);
+        const int32_t i = sigmoid_s16(pre[u], 0);
+        const int32_t g = tanh_s16(pre[2 * kRnChunk + u], 0);
+        const int32_t cell = cb[j0 + u];
+        int32_t tc, cv;
+        if (kPerRow) {  // recurrent_s8.cc Cell, in 32 bits: |f c|, |i g| < 2^30, both shifts >= 1
+          int32_t v = rn_round_shift(f * cell, sh_fc) + rn_round_shift(i * g, sh_ig);
+          if (q.cell_clip > 0) v = v < -lim ? -lim : (v > lim ? lim : v);
+          tc = tanh_s16(rn_sat16(rn_round_shift(v, sh_q312)), 0);
+          cv = rn_sat16(rn_round_shift(v, sh_state));
+        } else {
+          cv = rn_sat16(s8::requantize(f * cell, q.forget_multiplier, q.forget_shift));
+          cv = rn_sat16(cv + rn_sat16(s8::requantize(i * g, q.cell_multiplier, q.cell_shift)));
+          if (q.cell_clip > 0) cv = cv < -q.cell_clip ? -q.cell_clip : (cv > q.cell_clip ? q.cell_clip : cv);
+          tc = tanh_s16(cv, p + 12);
+        }
+        cb[j0 + u] = int16_t(cv);
+        const int32_t o = sigmoid_s16(pre[3 * kRnChunk + u], 0);
+        const int32_t h = s8::requantize(tc * o, q.output_multiplier, q.output_shift);
+        yt[j0 + u] = int8_t((h < lo ? lo : (h > hi ? hi : h)) + zp);
+      }
+    });
+  });
+}
+
+template <bool kPerRow>
+void rn_gru_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
+                int8_t* y, const RecurrentShape& s, const GruQuant& q) {
+  const int32_t H = s.hidden_size;
+  const int32_t zp = q.output_offset;
+  rn_steps_dsp(s, x, h0, y, w_ih, w_hh, bias, q.gates, 3 * H, zp, [&](const RnDspStep& st, int8_t* yt, int32_t) {
+    const int8_t* hb = st.h;
+    rn_chunks(H, [&](int32_t j0, int32_t m) {
+      int16_t pre[3 * kRnChunk];
+      int32_t xn[kRnChunk];
+      for (int32_t g = 0; g < 3; ++g) rn_rows_dsp<kPerRow>(st, g, j0, m, pre + g * kRnChunk, g == 2 ? xn : nullptr);
+      for (int32_t u = 0; u < m; ++u) {
+        const int32_t r = sigmoid_s16(pre[u], 0);
+        const int32_t z = sigmoid_s16(pre[kRnChunk + u], 0);
+        const int32_t rhn = rn_sat16(s8::requantize(r * pre[2 * kRnChunk + u], q.rh_multiplier, q.rh_shift));
+        const int32_t nn = tanh_s16(kPerRow ? rn_sat16(xn[u] + rhn) : rn_sat16(rn_sat16(xn[u]) + rhn), 0);
+        const int32_t hprev = hb != nullptr ? hb[j0 + u] - zp : 0;
+        const int64_t h = int64_t(zp) + s8::requantize((32768 - z) * nn, q.blend_n_multiplier, q.blend_n_shift) +
+                          s8::requantize(z * hprev, q.blend_h_multiplier, q.blend_h_shift);
+        yt[j0 + u] = int8_t(h < -128 ? -128 : (h > 127 ? 127 : h));
+      }
+    });
+  });
+}
+
+#endif  // TORCHMCU_KERNELS_FAST_RECURRENT_RECURRENT_S8_DSP_H_
