@@ -214,9 +214,10 @@ def test_cortex_m_build_through_the_package_runs_in_qemu(prefix: Path, app: Path
     assert res.exit_code == 0, res.stdout[-2000:]
     info = _check_outputs(model, res.stdout, samples)
     assert len(info["sample_ticks"]) == len(samples) and min(info["sample_ticks"]) > 0
-    # Linked as `torchmcu build` links it: the same sections, within a few percent of its code.
+    # Linked as `torchmcu build` links it: the same sections, within a few percent of its code (the
+    # package links every fast-path variant; `torchmcu build` only those the program can take).
     ours, theirs = elf_size(elf), elf_size(build_firmware(model, jobs=2))
-    assert abs(ours.text - theirs.text) <= 0.05 * theirs.text, (ours, theirs)
+    assert abs(ours.text - theirs.text) <= 0.08 * theirs.text, (ours, theirs)
 
 
 @needs_arm_gcc

@@ -64,7 +64,7 @@ needs_driver = pytest.mark.skipif(not os.environ.get(ETHOSU_DRIVER_ENV),
 def _compile(name: str, board: str, out: Path):
     model, example = mt.MODELS[name]()
     return compile(model, example, board, out, quant="int8", calibration={"x": mt.CALIBRATION[name](8, 1)},
-                   progress=False)
+                   progress=False, avg_pool_rounding="tflite")  # TOSA's rescale: TFLite's rounding (the NPU's)
 
 
 @pytest.fixture(scope="module")
