@@ -50,10 +50,12 @@ FULL = os.environ.get("TORCHMCU_ZOO_FULL") == "1"
 SMALL = {"lcnet_050", "mobilenetv3_small_050", "ghostnet_050", "mnasnet_small"}
 IN_CI = {("int8", "mps2-an386"): SMALL, ("float32", "mps3-an547"): SMALL - {"mnasnet_small"},
          ("float32", "mps2-an386"): {"lcnet_050", "resnet10t"}}
-# int8: calibration samples, and held-out samples run in QEMU; the SQNR is over all of them (a random
-# network's SQNR on one sample swings by +-4 dB around its mean: tinynet_e's firmware 6.9 dB, PyTorch's
-# 11.5 dB on the example input, 11.9 and 12.0 dB over 16 samples).
-CALIBRATION, HELD_OUT = 8, 8
+# int8: calibration samples, and held-out samples run in QEMU; the SQNR is over all of them. These random
+# networks sit near 10 dB, where the firmware's and PyTorch's int8 differ from each other about as much as
+# each differs from float (their requantizations round 1 LSB apart here and there), so the two SQNRs on a
+# few samples are two draws: tinynet_e over 8 held-out samples, ours 12.2 dB and PyTorch's 14.0; over 32,
+# 9.4 and 9.6; over 64, 9.9 and 9.9 (median per sample 11.7 and 11.3). 32 samples make 1 dB of slack a test.
+CALIBRATION, HELD_OUT = 8, 32
 
 # (model, quant or None for both, board or None for both): why it fails today, and whose work fixes it.
 XFAIL: dict[tuple[str, str | None, str | None], str] = {
