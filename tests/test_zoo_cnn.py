@@ -103,20 +103,23 @@ def test_zoo_model(name: str, quant: str, board: str, zoo: Zoo, tmp_path: Path) 
         warnings.filterwarnings("error", message=".*runs in float32.*")  # no float fallback at int8
         c = compile(program, (x,), board, tmp_path, quant=quant, progress=False)
     build_firmware(tmp_path)
-    held = np.stack([s[0].numpy() for s in cnn_zoo.calibration(name, HELD_OUT, seed=1)])
-    xs = [np.concatenate([x.numpy()[None], held[:IN_QEMU - 1]])] if quant == "int8" else [x.numpy()]
+    if quant == "int8":  # [N, 1, 3, H, W]: N samples shaped as the example
+        held = np.stack([s[0].numpy() for s in cnn_zoo.calibration(name, HELD_OUT, seed=1)])
+        xs = [np.concatenate([x.numpy()[None], held[:IN_QEMU - 1]])]
+    else:
+        xs = [x.numpy()]
     res, worst = run_checked(tmp_path, xs)
     line = figures(c.report, res.inference_instructions())
     if quant == "int8":
         zoo.int8[(name, board)] = (tmp_path, res.inference_instructions())
         with torch.no_grad():
-            ref = model(torch.from_numpy(held[:, 0])).numpy()  # [N, 1, 3, H, W]: a batch of N
+            ref = model(torch.from_numpy(held[:, 0])).numpy()[:, None]  # [N, 1, classes]: as the outputs
         samples = runner.split_samples(runner.load_meta(tmp_path), [held])
         ours = runner.expected(tmp_path, samples)[0][0]  # what the firmware outputs: checked above, bit for bit
-        db = sqnr_db(ours.reshape(ref.shape), ref)
+        db = sqnr_db(ours, ref)
         # PyTorch's own int8 (the q/dq model) against the float model: what the quantization scheme
         # loses on this random-weight network; the firmware must lose no more than PyTorch's int8 does.
-        db_torch = sqnr_db(runner.reference(tmp_path, samples)[0].reshape(ref.shape), ref)
+        db_torch = sqnr_db(runner.reference(tmp_path, samples)[0], ref)
         print(f"\nzoo: {name} {quant} {board}: {line}, SQNR vs float over {HELD_OUT} held-out samples "
               f"{db:.1f} dB (PyTorch's int8: {db_torch:.1f} dB)")
         assert db > 0 and db >= db_torch - 1.0, f"{name}: int8 SQNR {db:.1f} dB, PyTorch's int8 {db_torch:.1f} dB"
