@@ -38,6 +38,9 @@ namespace dw {
 constexpr int32_t kRows = 4;        // output rows per group: the int32 lanes
 constexpr int32_t kMaxCols = 64;    // columns of a buffer row (words)
 constexpr int32_t kRowBytes = 256;  // buffer row stride: VLDRW's immediate offsets reach 2 rows
+// The scratch the row path takes: the row buffer and 16 bytes the windows
+// may read past it (aot/torchmcu/backends/portable/scratch.py plans it).
+constexpr int32_t kRowsScratch = kRows * kRowBytes + 16;
 
 // Four scalars into the four lanes: two VMOVs of two lanes each (GCC builds
 // a vector from scalars one lane at a time or through the stack). Which of
@@ -253,6 +256,10 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   const int32_t row_stride = in_shape.w * c_n;
   const int32_t in_off = p.input_offset;
   if (cols > kMaxCols || in_off < -127 || in_off > 128) return false;
+  // The row buffer is the op's planned scratch (never the stack).
+  if (p.scratch == nullptr || p.scratch_bytes < kRowsScratch || (reinterpret_cast<uintptr_t>(p.scratch) & 15u) != 0) {
+    return false;
+  }
   // Gather offsets span a window's rows and the group's 4 rows, and the
   // weights' 16 taps: 16 bits.
   if (c_n + ((kh - 1) * dh + 3 * sh) * row_stride > 65535 || 16 * c_n > 65535) return false;
@@ -337,7 +344,7 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   }
   // The padding columns hold the zero point for good; the windows read up
   // to 12 bytes past a row's columns, against zero weights: defined bytes.
-  alignas(16) int8_t buf[kRows * kRowBytes + 16];
+  int8_t* const buf = p.scratch;  // kRowsScratch bytes: checked above
   for (int32_t i = 0; i < kRows * kRowBytes + 16; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(pad));
   P.buf = buf;
   // Per channel: shift < 0 (requant_v's rounding right shift) or not.
@@ -379,6 +386,13 @@ namespace dw {
 
 constexpr int32_t kMaxCols = 64;      // buffer columns
 constexpr int32_t kMaxPadRow = 768;  // bytes of the zero-point row that rows outside the input read
+
+// The scratch the row path takes: the zero-point row (row_stride bytes,
+// rounded to 16), then two words per buffer column, and 16 bytes of slack
+// (aot/torchmcu/backends/portable/scratch.py plans it).
+constexpr int32_t rows_scratch_bytes(int32_t row_stride, int32_t cols) {
+  return ((row_stride + 15) & ~15) + 8 * cols + 16;
+}
 
 inline int32_t smmlar(int32_t a, int32_t b, int32_t acc) {
   int32_t r;
@@ -460,9 +474,15 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   }
   const int32_t pad = -in_off;
   const bool clamp = p.act_min > -128 || p.act_max < 127;
-  alignas(4) int8_t padrow[kMaxPadRow];
+  // The zero-point row and the column buffer are the op's planned scratch
+  // (never the stack): rows_scratch_bytes.
+  if (p.scratch == nullptr || p.scratch_bytes < rows_scratch_bytes(row_stride, cols) ||
+      (reinterpret_cast<uintptr_t>(p.scratch) & 15u) != 0) {
+    return false;
+  }
+  int8_t* const padrow = p.scratch;
   for (int32_t i = 0; i < row_stride; ++i) padrow[i] = static_cast<int8_t>(pad);
-  int32_t cb[2 * kMaxCols];
+  int32_t* const cb = reinterpret_cast<int32_t*>(p.scratch + ((row_stride + 15) & ~15));
   const int32_t pair_pad = static_cast<int32_t>((static_cast<uint32_t>(pad) & 0xFFFFu) * 0x10001u);
   for (int32_t bc = 0; bc < cols; ++bc) {  // the padding columns, for good
     cb[2 * bc] = pair_pad;
