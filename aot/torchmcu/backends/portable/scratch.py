@@ -27,7 +27,8 @@ WIDE_OC = 32                           # kWideOc: run_wide's block of output cha
 DSP_WIDE_CHUNK = (PATCH_BUFFER - 4 * WIDE_OC * 4) // 8  # kWideChunk (DSP)
 SLACK = 16
 DW_MAX_COLS = 64                       # dw::kMaxCols (both ISAs)
-DW_MVE_ROWS = 4 * 256 + SLACK          # dw::kRowsScratch (MVE)
+DW_MVE_PLAN = 704                      # dw::kPlanBytes (MVE): the row path's Plan
+DW_MVE_ROWS = 4 * 256 + SLACK + DW_MVE_PLAN  # dw::kRowsScratch (MVE)
 DW_DSP_MAX_PAD_ROW = 768               # dw::kMaxPadRow (DSP)
 
 
