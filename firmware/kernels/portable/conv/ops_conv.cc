@@ -167,7 +167,7 @@ template <typename T>
 TMCU_INLINE typename ConvQ<T>::Params conv_params(const OpContext& ctx, const schema::QuantConv2dArgs& a) {
   typename ConvQ<T>::Params q = ConvQ<T>::params(a);
   if constexpr (std::is_same<T, int8_t>::value) {
-    if (ctx.num_inputs() == 6 && OpContext::present(ctx.input(5))) {
+    if (ctx.num_inputs() == 6 && ctx.input(5).location >= kLocArena0) {  // RAM, never a constant
       q.scratch = ctx.in<int8_t>(5);
       q.scratch_bytes = static_cast<int32_t>(ctx.input(5).nbytes);
     }
