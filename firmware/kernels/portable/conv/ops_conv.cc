@@ -163,15 +163,20 @@ using Bias = typename QType<T>::Bias;
 
 /// ConvQ<T>::params(a) with the op's scratch operand (int8: the fast paths'
 /// buffers; operand_count_ok allows it as the sixth input).
+/// (Tag dispatch, not `if constexpr`: the Arduino library builds as C++14.)
+TMCU_INLINE void take_scratch(const OpContext& ctx, QuantConvParams& q, std::true_type) {
+  if (ctx.num_inputs() == 6 && ctx.input(5).location >= kLocArena0) {  // RAM, never a constant
+    q.scratch = ctx.in<int8_t>(5);
+    q.scratch_bytes = static_cast<int32_t>(ctx.input(5).nbytes);
+  }
+}
+template <typename P>
+TMCU_INLINE void take_scratch(const OpContext&, P&, std::false_type) {}
+
 template <typename T>
 TMCU_INLINE typename ConvQ<T>::Params conv_params(const OpContext& ctx, const schema::QuantConv2dArgs& a) {
   typename ConvQ<T>::Params q = ConvQ<T>::params(a);
-  if constexpr (std::is_same<T, int8_t>::value) {
-    if (ctx.num_inputs() == 6 && ctx.input(5).location >= kLocArena0) {  // RAM, never a constant
-      q.scratch = ctx.in<int8_t>(5);
-      q.scratch_bytes = static_cast<int32_t>(ctx.input(5).nbytes);
-    }
-  }
+  take_scratch(ctx, q, std::integral_constant<bool, std::is_same<T, int8_t>::value>());
   return q;
 }
 
