@@ -37,7 +37,6 @@ import pytest
 from conftest import needs_arm_gcc, needs_qemu
 from test_runtime_features import Builder, build_dir
 from torchmcu import reference as ref
-from torchmcu.backends.portable.scratch import add_bytes
 from torchmcu.builder.firmware import build_firmware
 from torchmcu.program import serialize
 from torchmcu.program.interpret import run_reference
@@ -176,10 +175,7 @@ def add_add(b: Builder, a: Arena, case) -> tuple[list[int], int]:
     lo, hi = _act(act, zo)
     p = ref.add_params(s1, z1, s2, z2, so, zo, lo, hi)
     p.update(override)
-    # The scratch operand the compiler plans (the fast path's table), where it would.
-    nbytes = add_bytes(da, db, dy)
-    scratch = [a.tensor(f"{name}_scratch", [nbytes], 1.0, 0)] if nbytes else []
-    b.op("ADD_S8", [x, y, *scratch], [out], ("QuantAddParams", p))
+    b.op("ADD_S8", [x, y], [out], ("QuantAddParams", p))
     return [x, y], out
 
 

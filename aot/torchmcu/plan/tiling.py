@@ -93,8 +93,6 @@ def _data_inputs(p: PGraph, op: POp) -> list[int] | None:
             if t < 0:
                 continue
             tt = p.tensors[t]
-            if tt.buffer is not None and tt.name.endswith("_scratch") and len(tt.dims) == 1:
-                continue  # ADD's working memory: one per band op, as a convolution's
             if tt.buffer is None:  # a constant (a LUT's table, a scalar): rows do not index it
                 if len(tt.dims) == 4 and tt.dims[1] > 1:
                     return None

@@ -1,11 +1,10 @@
 """The scratch RAM the portable kernels' fast paths take, computed ahead of time.
 
 The int8 convolution and depthwise fast paths (firmware/kernels/fast/conv)
-and ADD's (fast/elementwise) keep their patch and row buffers and their
-table in the op's scratch operand, planned in the arena and live only
-during the op, not on the stack: the stack is every op's worst case at
-once, the arena only the op's own, so the total RAM falls wherever that op
-is not the peak. Without enough scratch a fast path
+keep their patch and row buffers in the op's scratch operand, planned in the
+arena and live only during the op, not on the stack: the stack is every
+op's worst case at once, the arena only the op's own, so the total RAM
+falls wherever that op is not the peak. Without enough scratch a fast path
 takes the generic loop (same bits, more instructions).
 
 A program stays ISA-independent: the bytes are the larger of the Cortex-M
@@ -18,7 +17,6 @@ QuantConv2dParams as a dict.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,8 +30,6 @@ DW_MAX_COLS = 64                       # dw::kMaxCols (both ISAs)
 DW_MVE_PLAN = 704                      # dw::kPlanBytes (MVE): the row path's Plan
 DW_MVE_ROWS = 4 * 256 + SLACK + DW_MVE_PLAN  # dw::kRowsScratch (MVE)
 DW_DSP_MAX_PAD_ROW = 768               # dw::kMaxPadRow (DSP)
-ADD_TABLE = 256 * 4                    # kAddScratch (both ISAs)
-ADD_TABLE_MIN = 256                    # kAddTableMin
 
 
 def _up(n: int, m: int) -> int:
@@ -69,20 +65,10 @@ def depthwise_bytes(x: Sequence[int], w: Sequence[int], y: Sequence[int], p: Map
     return max(DW_MVE_ROWS, dsp)
 
 
-def add_bytes(a: Sequence[int], b: Sequence[int] | None, y: Sequence[int]) -> int:
-    """ADD_S8's tabulated fast path (elementwise/binary_s8.h): operands of the
-    output's shape, at least kAddTableMin elements; its table of 256 words."""
-    if b is None or tuple(a) != tuple(y) or tuple(b) != tuple(y) or math.prod(int(d) for d in y) < ADD_TABLE_MIN:
-        return 0
-    return ADD_TABLE
-
-
 def scratch_bytes(code: str, x: Sequence[int], w: Sequence[int] | None, y: Sequence[int],
                   params: Mapping[str, Any]) -> int:
     """The bytes of scratch the portable kernels' fast paths take for the op
-    (0: they take none). ADD_S8's `w` is its second input."""
-    if code == "ADD_S8":
-        return add_bytes(x, w, y)
+    (0: they take none)."""
     if w is None or len(x) != 4 or len(w) != 4:
         return 0
     if code == "CONV2D_S8" and int(w[3]) == int(x[3]):  # one group: grouped convolutions stay generic

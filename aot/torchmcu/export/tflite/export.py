@@ -84,7 +84,7 @@ class _Exporter(ConvOps, PoolResizeOps, ElementwiseOps, ReduceOps, ShapeViewsOps
 _SCRATCH_AFTER = {"CONV2D_S8": 5, "DEPTHWISE_CONV2D_S8": 5, "LINEAR_S8": 5, "CONV2D_S16": 5,
                   "DEPTHWISE_CONV2D_S16": 5, "LINEAR_S16": 5, "CONV2D_S4": 5, "DEPTHWISE_CONV2D_S4": 5,
                   "LINEAR_S4": 5, "TRANSPOSE_CONV2D_S8": 5, "TRANSPOSE_CONV2D_S16": 5,
-                  "BATCH_MATMUL_S8": 2, "BATCH_MATMUL_S16": 2, "ADD_S8": 2, "SUB_S8": 2,
+                  "BATCH_MATMUL_S8": 2, "BATCH_MATMUL_S16": 2,
                   "LSTM_S8": 6, "LSTM_S16": 6}
 
 

@@ -344,11 +344,7 @@ def _binary_s8(lay, n: Node) -> None:
     else:
         code, table = "DIV", "QuantDivParams"
         params = reference.div_params(s1, z1, s2, z2, s_out, zp_out, lo, hi)
-    ins = [ain, bin_]
-    nbytes = lay.scratch(f"{code}_S8", *(lay.p.tensors[t].dims for t in (ain, bin_, out)), params)
-    if nbytes > 0:  # the backends' working memory (ADD's fast path: its table), live during the op
-        ins.append(lay.activation(f"{n.name}_scratch", (nbytes,), like=n.out))
-    lay.emit(f"{code}_S8", ins, [out], (table, {k: int(v) for k, v in params.items()}), n, op)
+    lay.emit(f"{code}_S8", [ain, bin_], [out], (table, {k: int(v) for k, v in params.items()}), n, op)
     lay.val[n.out] = (out, order)
 
 

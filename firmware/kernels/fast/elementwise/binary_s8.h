@@ -55,17 +55,6 @@ constexpr int32_t kAddTableMin = 256;
 // The setup of the fast ADD: which input is the shift one, its shift k and
 // the other input's table (T[u] for the int8 value u read as uint8: sum = T[b]
 // + a * 2^k, scaled by `scale` (1, or 2 for SMMULR)).
-// The table lives in the op's planned scratch operand (its bytes: scratch.py
-// in aot/torchmcu/backends/portable), never on the stack; without it the
-// generic kernel runs.
-constexpr int32_t kAddScratch = 256 * 4;
-
-inline int32_t* add_table_buffer(const QuantAddParams& p) {
-  const bool ok = p.scratch != nullptr && p.scratch_bytes >= kAddScratch &&
-                  (reinterpret_cast<uintptr_t>(p.scratch) & 15u) == 0;
-  return ok ? reinterpret_cast<int32_t*>(p.scratch) : nullptr;
-}
-
 struct AddPlan {
   bool lhs_shifted;  // a is input 1 (else input 2 and the operands swap)
   int32_t k;
@@ -254,8 +243,7 @@ inline void add_tail(const int8_t* a, const uint8_t* bu, int8_t* out, int32_t n,
 [[gnu::noinline]] inline bool add_s8_same_shape(const int8_t* a, const int8_t* b, int8_t* out, int32_t n,
                                                 const QuantAddParams& p) {
   if (n < kAddTableMin) return false;
-  int32_t* const table = add_table_buffer(p);
-  if (table == nullptr) return false;
+  alignas(16) int32_t table[256];
   AddPlan plan;
   if (!add_plan(p, 1, table, &plan)) return false;
   if (!plan.lhs_shifted) {
@@ -333,8 +321,7 @@ inline void add_loop(const int8_t* a, const uint8_t* bu, int8_t* out, int32_t n,
 [[gnu::noinline]] inline bool add_s8_same_shape(const int8_t* a, const int8_t* b, int8_t* out, int32_t n,
                                                 const QuantAddParams& p) {
   if (n < kAddTableMin) return false;
-  int32_t* const table = add_table_buffer(p);
-  if (table == nullptr) return false;
+  int32_t table[256];
   AddPlan plan;
   if (!add_plan(p, 2, table, &plan)) return false;
   // round = 2^(e-1) + zo * 2^e must leave room: |h| < 2^30.

@@ -165,10 +165,7 @@ using Bias = typename QType<T>::Bias;
 /// buffers; operand_count_ok allows it as the sixth input).
 /// (Tag dispatch, not `if constexpr`: the Arduino library builds as C++14.)
 TMCU_INLINE void take_scratch(const OpContext& ctx, QuantConvParams& q, std::true_type) {
-  if (ctx.num_inputs() == 6 && ctx.input(5).location >= kLocArena0) {  // RAM, never a constant
-    q.scratch = ctx.in<int8_t>(5);
-    q.scratch_bytes = static_cast<int32_t>(ctx.input(5).nbytes);
-  }
+  q.scratch = scratch_operand(ctx, 5, &q.scratch_bytes);
 }
 template <typename P>
 TMCU_INLINE void take_scratch(const OpContext&, P&, std::false_type) {}

@@ -52,11 +52,6 @@ struct QuantAddParams {
   int32_t left_shift;
   int32_t output_multiplier, output_shift, output_offset;
   int32_t act_min, act_max;
-  // The op's planned scratch operand (arena RAM live during the op), or
-  // null: the fast path's table (kernels/fast/elementwise/binary_s8.h), which
-  // takes the generic kernel without it.
-  int8_t* scratch = nullptr;
-  int32_t scratch_bytes = 0;
 };
 
 /// TFLite int8 ADD with broadcasting (dims as add_f32):

@@ -88,13 +88,9 @@ void binary_f32_run(const OpContext& ctx) {
 // Two inputs, one output, arguments A (with `params`); a and b broadcast to
 // y, with the dims the arguments give them; with kInplace, y may be a or b
 // where the kernel's mask says so (inplace::kAddS8, ...).
-// kScratch: an optional third input, the op's planned scratch (an arena's).
-template <typename A, typename T, bool kInplace, bool kScratch = false>
+template <typename A, typename T, bool kInplace>
 Error binary_shapes_check(const OpContext& ctx, OpParams params) {
-  TMCU_CHECK(check::counts(ctx, 2, kScratch ? 3 : 2, 1) && check::args<A>(ctx, params), Error::InvalidOp);
-  TMCU_CHECK(ctx.num_inputs() == 2 || !OpContext::present(ctx.input(2)) ||
-                 (ctx.input(2).location >= kLocArena0 && ctx.input(2).dtype == DType::I8),
-             Error::InvalidOp);
+  TMCU_CHECK(check::counts(ctx, 2, 2, 1) && check::args<A>(ctx, params), Error::InvalidOp);
   const A& s = ctx.args<A>();
   const Operand& a = ctx.input(0);
   const Operand& b = ctx.input(1);
@@ -115,8 +111,7 @@ constexpr bool kInplaceAddMul = sizeof(T) == 1;
 
 template <typename T>
 Error add_check(const OpContext& ctx) {
-  TMCU_TRY((binary_shapes_check<schema::QuantAddArgs, T, kInplaceAddMul<T>, sizeof(T) == 1>(ctx,
-                                                                                          OpParams::QuantAddParams)));
+  TMCU_TRY((binary_shapes_check<schema::QuantAddArgs, T, kInplaceAddMul<T>>(ctx, OpParams::QuantAddParams)));
   const auto& p = ctx.args<schema::QuantAddArgs>();
   // Input multipliers < 1 (as the compiler and TFLM derive them): each
   // rescaled input stays below 2^30, so their sum fits int32.
@@ -135,14 +130,10 @@ template <typename T, void (*Fn)(const T*, const int32_t*, const T*, const int32
                                  const QuantAddParams&)>
 void add_run(const OpContext& ctx) {
   const auto& p = ctx.args<schema::QuantAddArgs>();
-  QuantAddParams q{p.input1_offset, p.input1_multiplier, p.input1_shift,
-                   p.input2_offset, p.input2_multiplier, p.input2_shift,
-                   p.left_shift,    p.output_multiplier, p.output_shift,
-                   p.output_offset, p.act_min,           p.act_max};
-  if (ctx.num_inputs() == 3 && OpContext::present(ctx.input(2))) {  // int8's scratch (add_check)
-    q.scratch = ctx.in<int8_t>(2);
-    q.scratch_bytes = static_cast<int32_t>(ctx.input(2).nbytes);
-  }
+  const QuantAddParams q{p.input1_offset, p.input1_multiplier, p.input1_shift,
+                         p.input2_offset, p.input2_multiplier, p.input2_shift,
+                         p.left_shift,    p.output_multiplier, p.output_shift,
+                         p.output_offset, p.act_min,           p.act_max};
   Fn(ctx.in<const T>(0), p.a, ctx.in<const T>(1), p.b, ctx.out<T>(0), p.y, int32_t(ctx.output(0).rank), q);
 }
 
