@@ -8,7 +8,7 @@ layer norm's single-precision root), the M33 (mps2-an505) and the M55
 Programs built by hand (tests/test_runtime_features.py's Builder), so that
 parameters a compiled model never has are tested too. Batched matmul: the
 attention's shapes (k 16 and 32, n 32), k with every tail of 16 and 4 (5,
-37, 70) and beyond the DSP path's 640-input chunk (700), n over the
+37, 70) and beyond the DSP path's 320-input chunk (700), n over the
 32-column blocks (33, 70) and n of 1-3, broadcast batch dims, offsets at
 both ends of their range (-127, 128), a ReLU range, multipliers above 1
 (positive shifts: saturated outputs) and small multipliers with positive

@@ -8,7 +8,7 @@ so that parameters a compiled model never has are tested as well: per-tensor
 requantization (one multiplier), multipliers above 1 (positive shifts, the
 outputs saturating), multipliers below 512 with positive shifts (MVE falls
 back to the generic kernel), a zero multiplier, shift -31, weights whose rows are not 4-byte aligned, rows longer than the DSP
-path's expanded chunk (640 inputs), and every remainder of the unrolled
+path's expanded chunk (320 inputs), and every remainder of the unrolled
 loops (K % 32 in 8s and 4s, K % 4, K % 16 for MVE; output rows % 4 and % 2).
 For ADD: the TFLite parameters of inputs with a larger, a smaller and an
 equal scale (one rescaled input is then a shift: the tabulated path;

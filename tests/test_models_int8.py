@@ -5,6 +5,7 @@ tflite-micro oracle). The same program runs on M4, M33 and M55."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import mlperf_tiny as mt  # noqa: E402
 pytestmark = [needs_qemu, needs_arm_gcc]
 
 BOARDS = ["mps3-an547", "mps2-an505", "mps2-an386"]
+MLPERF = ("ds_cnn", "mobilenet_v1", "resnet8", "autoencoder")
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +39,15 @@ def test_int8_model_in_qemu(name: str, board: str, models, tmp_path: Path) -> No
     assert not [op.name for op in c.graph.ops if not op.code.endswith("_S8") and op.code not in ("PERMUTE", "CONCAT")]
     assert all(r.arena_bytes == r.lower_bound_bytes for r in c.plan.regions)  # each memory at its bound
     build_firmware(tmp_path)
+    # The fast paths' buffers are planned scratch in the arena, not stack
+    # (backends/portable/scratch.py): the whole image's computed worst case,
+    # interrupts included, was 4.5-6 KB. Issue #27's goal is 2 KiB; this
+    # build (the runner's, with its op observer) reaches 2,092 B on the M55
+    # (DS-CNN: the MVE conv's frame of 840 B) and ADD's 1 KiB table is still
+    # on the stack: a guard against regressions, not the goal.
+    stack = json.loads((tmp_path / "size.json").read_text())["stack"]
+    if name in MLPERF:
+        assert stack["computed_bytes"] <= 2304, [(f["frame"], f["function"]) for f in stack["path"]]
     x = mt.CALIBRATION[name](1, 3)
     res = runner.run(tmp_path, [x], sim="qemu")
     assert res.exit_code == 0, res.raw[-1000:]

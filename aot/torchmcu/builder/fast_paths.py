@@ -42,7 +42,7 @@ FAMILY = {"CONV2D_S8": "CONV", "DEPTHWISE_CONV2D_S8": "DW", "LINEAR_S8": "LINEAR
 VARIANTS = ("CONV_WIDE", "CONV_G4", "CONV_G2", "DW_S1", "DW_S2", "FC_PER_CHANNEL", "FC_PER_TENSOR", "FC_FEW",
             "FC_CHUNKED", "ADD_LANES")
 ADD_TABLE_MIN = 256  # binary_s8.h's kAddTableMin
-FC_CHUNK = 640  # linear_s8.h's kFcChunk
+FC_CHUNK = 320  # linear_s8.h's kFcChunk
 
 
 def _prod(dims: list[int]) -> int:

@@ -211,6 +211,27 @@ namespace torchmcu {
 namespace portable {
 namespace fast {
 
+// The fast path's scratch for patches of K taps: the interleaved patch
+// buffer (`buf` bytes, a multiple of 16), then (MVE) run()'s per-channel
+// table of kOcChunk x 3 words or run_wide()'s kWideOc folded biases and
+// 4 x kWideOc accumulators, or (DSP) the linear patch; 16 bytes of slack.
+// The compiler plans it as the op's scratch operand, for the larger of the
+// two ISAs: aot/torchmcu/backends/portable/scratch.py computes the same.
+struct ConvScratch {
+  int32_t buf, total;
+};
+
+constexpr ConvScratch conv_scratch(int32_t K) {
+#if TMCU_S8_MVE
+  return K <= kMaxPatch
+             ? ConvScratch{64 * ((K + 15) >> 4), 64 * ((K + 15) >> 4) + 3 * kOcChunk * 4 + 16}
+             : ConvScratch{4 * kWideK(K), 4 * kWideK(K) + 5 * kWideOc * 4 + 16};
+#else
+  return K <= kMaxPatch ? ConvScratch{dsp_buf_bytes((K + 3) & ~3), dsp_buf_bytes((K + 3) & ~3) + ((K + 3) & ~3) + 16}
+                        : ConvScratch{kPatchBuffer, kPatchBuffer + kWideChunk + 16};
+#endif
+}
+
 [[gnu::noinline]] inline bool conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
                                         int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
                                         const int32_t* shift, int8_t* out, Shape4 out_shape, const QuantConvParams& p) {
@@ -222,19 +243,27 @@ namespace fast {
   if (p.input_offset < -127 || p.input_offset > 128) return false;
   const Conv cv{in, in_shape, out_shape, w, kernel_h, kernel_w, K, bias, multiplier, shift, out, &p, direct,
                 static_cast<int8_t>(-p.input_offset)};
-  alignas(8) int8_t buf[kPatchBuffer];
+  // The buffers are the op's planned scratch (conv_scratch_bytes), never
+  // the stack: without enough of it, the generic kernel.
+  const ConvScratch need = conv_scratch(K);
+  if (p.scratch == nullptr || p.scratch_bytes < need.total ||
+      (reinterpret_cast<uintptr_t>(p.scratch) & 15u) != 0) {
+    return false;
+  }
+  int8_t* const buf = p.scratch;
 #if TMCU_S8_MVE
   // Every channel requantized by requant_v (the compiler's multipliers
   // always are); others take the generic kernel.
   if (!requant_vector_ok(multiplier, shift, out_shape.c)) return false;
+  int32_t* const words = reinterpret_cast<int32_t*>(buf + need.buf);
   if (K > kMaxPatch) {
     if (!TMCU_FAST_CONV_WIDE) return false;
-    run_wide(cv, buf);
+    run_wide(cv, buf, words);
   } else {
-    run(cv, buf);
+    run(cv, buf, words);
   }
 #else
-  int8_t linear[kMaxPatch + 4];
+  int8_t* const linear = buf + need.buf;
   // Expanded patches take 2 bytes per tap: 4 pixels up to K = 288 (2 pixels
   // take those too, where the image leaves run<4> out).
   const bool four = ((K + 3) & ~3) * 2 * 4 <= kPatchBuffer;

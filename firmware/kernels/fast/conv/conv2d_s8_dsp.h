@@ -226,6 +226,10 @@ constexpr int32_t kWideOc = 32;
 // rest of buf (no stack beyond run()'s).
 constexpr int32_t kWideChunk = (kPatchBuffer - 4 * kWideOc * 4) / 8;
 
+// Bytes of run<4>'s (patches of r <= 288 taps, r a multiple of 4) or
+// run<2>'s (r <= kMaxPatch) expanded patches: 2 bytes a tap.
+constexpr int32_t dsp_buf_bytes(int32_t r) { return r * 8 <= kPatchBuffer ? r * 8 : r * 4; }
+
 // conv2d_s8 for patches of any K (run() takes K <= kMaxPatch): per block of
 // kWideOc output channels and group of 4 pixels, the accumulators start at
 // the biases and take the patches' K chunks (of at most kWideChunk taps,

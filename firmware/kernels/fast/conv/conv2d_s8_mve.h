@@ -360,7 +360,7 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, tbl_end) == 40 &
   }
 }
 
-[[gnu::noinline]] void run(const Conv& cv, int8_t* buf) {
+[[gnu::noinline]] void run(const Conv& cv, int8_t* buf, int32_t* tbl) {
   const int32_t K = cv.K, out_c = cv.out_shape.c;
   const int32_t steps = (K + 15) >> 4;
   const int32_t lead = steps * 16 - K;
@@ -405,8 +405,7 @@ static_assert(offsetof(PairArgs, o) == 32 && offsetof(PairArgs, tbl_end) == 40 &
   // Per channel of a chunk its folded bias, multiplier and shift (pairs()
   // loads the three with one LDM); a smaller chunk would gather the
   // patches again for each.
-  constexpr int32_t kChunk = kOcChunk;
-  int32_t tbl[3 * kChunk];
+  constexpr int32_t kChunk = kOcChunk;  // tbl: 3 * kChunk words of the scratch
   const uint32x4_t every3 = vmulq_n_u32(vidupq_n_u32(0, 1), 3);
   PairArgs args;
   args.n_first = (static_cast<uint32_t>(steps - 1) << 16) | first;
@@ -614,8 +613,13 @@ static_assert(offsetof(AccArgs, acc_end) == 20 && offsetof(AccArgs, back) == 24,
 #undef TMCU_MVE_ACC_STEP
 
 // Output channels per block of run_wide: their 4 pixels' accumulators and
-// folded biases on the stack (640 bytes, less than run()'s table).
+// folded biases in the scratch after the patches (640 bytes).
 constexpr int32_t kWideOc = 32;
+
+// run_wide's chunk of K: at most kMaxPatch, a multiple of 16.
+constexpr int32_t kWideK(int32_t K) {
+  return ((K + (K + kMaxPatch - 1) / kMaxPatch - 1) / ((K + kMaxPatch - 1) / kMaxPatch) + 15) & ~15;
+}
 
 // conv2d_s8 for patches of any K (run() takes K <= kMaxPatch): per block of
 // kWideOc output channels and group of 4 pixels, the accumulators start at
@@ -625,10 +629,9 @@ constexpr int32_t kWideOc = 32;
 // by the rows' same chunk with pairs_acc (dots1 for an odd last channel);
 // then requantized as run()'s. The patches are gathered again for each
 // block: K bytes per pixel against kWideOc * K MACs.
-[[gnu::noinline]] void run_wide(const Conv& cv, int8_t* buf) {
+[[gnu::noinline]] void run_wide(const Conv& cv, int8_t* buf, int32_t* words) {
   const int32_t K = cv.K, out_c = cv.out_shape.c;
-  const int32_t n_chunks = (K + kMaxPatch - 1) / kMaxPatch;
-  const int32_t kc = ((K + n_chunks - 1) / n_chunks + 15) & ~15;  // <= kMaxPatch, a multiple of 16
+  const int32_t kc = kWideK(K);  // <= kMaxPatch, a multiple of 16
   // The whole rows' lead, for the weight sums.
   const int32_t steps_k = (K + 15) >> 4;
   const int32_t lead_k = steps_k * 16 - K;
@@ -641,8 +644,8 @@ constexpr int32_t kWideOc = 32;
   // stored) and the lead bytes (multiplied by weights predicated to 0).
   std::memset(buf, 0, static_cast<size_t>(kc * 4));
   const uint32_t in_off = static_cast<uint32_t>(p.input_offset);
-  int32_t folded[kWideOc];
-  alignas(8) int32_t acc[4 * kWideOc];
+  int32_t* const acc = words;              // 4 * kWideOc, 16-byte aligned
+  int32_t* const folded = words + 4 * kWideOc;  // kWideOc
   AccArgs args;
   args.buf = buf;
   args.K = K;

@@ -5,6 +5,8 @@
 #ifndef TORCHMCU_KERNELS_FAST_CONV_DWCONV_S8_ROWS_H_
 #define TORCHMCU_KERNELS_FAST_CONV_DWCONV_S8_ROWS_H_
 
+#include <new>
+
 #include "kernels/fast/conv/conv2d_s8.h"
 
 #if TMCU_S8_FAST
@@ -38,6 +40,12 @@ namespace dw {
 constexpr int32_t kRows = 4;        // output rows per group: the int32 lanes
 constexpr int32_t kMaxCols = 64;    // columns of a buffer row (words)
 constexpr int32_t kRowBytes = 256;  // buffer row stride: VLDRW's immediate offsets reach 2 rows
+// The scratch the row path takes: the row buffer, 16 bytes the windows may
+// read past it, then the Plan below (aot/torchmcu/backends/portable/scratch.py
+// plans it; the Plan is there, not on the stack, for the same reason).
+constexpr int32_t kRowBufBytes = kRows * kRowBytes + 16;
+constexpr int32_t kPlanBytes = 704;
+constexpr int32_t kRowsScratch = kRowBufBytes + kPlanBytes;
 
 // Four scalars into the four lanes: two VMOVs of two lanes each (GCC builds
 // a vector from scalars one lane at a time or through the stack). Which of
@@ -200,6 +208,8 @@ struct Plan {
   int32_t groups, n_border, g_lo, g_hi;  // border groups: bg[0, g_lo) above [g_lo, g_hi), the rest below
   int32_t pad_left, pad_top, c_n, n_in, ow, zp, row_stride, out_row, stride_h;
 };
+static_assert(sizeof(Plan) <= kPlanBytes && alignof(Plan) <= 16 && kRowBufBytes % 16 == 0,
+              "the Plan fits the scratch after the row buffer (scratch.py: DW_MVE_ROWS)");
 
 // One channel, all its row groups: the weights' window vector and folded
 // bias, then per group its buffer rows and outputs (one loop, so that the
@@ -253,6 +263,10 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   const int32_t row_stride = in_shape.w * c_n;
   const int32_t in_off = p.input_offset;
   if (cols > kMaxCols || in_off < -127 || in_off > 128) return false;
+  // The row buffer is the op's planned scratch (never the stack).
+  if (p.scratch == nullptr || p.scratch_bytes < kRowsScratch || (reinterpret_cast<uintptr_t>(p.scratch) & 15u) != 0) {
+    return false;
+  }
   // Gather offsets span a window's rows and the group's 4 rows, and the
   // weights' 16 taps: 16 bits.
   if (c_n + ((kh - 1) * dh + 3 * sh) * row_stride > 65535 || 16 * c_n > 65535) return false;
@@ -269,7 +283,8 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   if (groups - (g_hi - g_lo) > kMaxBorder) return false;
   if (!requant_vector_ok(multiplier, shift, c_n)) return false;
   const int8_t pad = static_cast<int8_t>(-in_off);
-  Plan P;
+  int8_t* const buf = p.scratch;  // kRowsScratch bytes: checked above
+  Plan& P = *new (buf + kRowBufBytes) Plan;
   const uint16x8_t lane = vidupq_n_u16(0, 1);
   const uint16x8_t ky_lane = vminq_u16(vandq_u16(lane, vdupq_n_u16(3)), vdupq_n_u16(static_cast<uint16_t>(kh - 1)));
   const uint16x8_t offs = vaddq_u16(vmulq_n_u16(vshrq_n_u16(lane, 2), static_cast<uint16_t>(c_n)),
@@ -337,8 +352,7 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   }
   // The padding columns hold the zero point for good; the windows read up
   // to 12 bytes past a row's columns, against zero weights: defined bytes.
-  alignas(16) int8_t buf[kRows * kRowBytes + 16];
-  for (int32_t i = 0; i < kRows * kRowBytes + 16; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(pad));
+  for (int32_t i = 0; i < kRowBufBytes; i += 16) vstrbq_s8(buf + i, vdupq_n_s8(pad));
   P.buf = buf;
   // Per channel: shift < 0 (requant_v's rounding right shift) or not.
   // A stride the image leaves out (returned above) instantiates the other's.
@@ -379,6 +393,13 @@ namespace dw {
 
 constexpr int32_t kMaxCols = 64;      // buffer columns
 constexpr int32_t kMaxPadRow = 768;  // bytes of the zero-point row that rows outside the input read
+
+// The scratch the row path takes: the zero-point row (row_stride bytes,
+// rounded to 16), then two words per buffer column, and 16 bytes of slack
+// (aot/torchmcu/backends/portable/scratch.py plans it).
+constexpr int32_t rows_scratch_bytes(int32_t row_stride, int32_t cols) {
+  return ((row_stride + 15) & ~15) + 8 * cols + 16;
+}
 
 inline int32_t smmlar(int32_t a, int32_t b, int32_t acc) {
   int32_t r;
@@ -460,9 +481,15 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   }
   const int32_t pad = -in_off;
   const bool clamp = p.act_min > -128 || p.act_max < 127;
-  alignas(4) int8_t padrow[kMaxPadRow];
+  // The zero-point row and the column buffer are the op's planned scratch
+  // (never the stack): rows_scratch_bytes.
+  if (p.scratch == nullptr || p.scratch_bytes < rows_scratch_bytes(row_stride, cols) ||
+      (reinterpret_cast<uintptr_t>(p.scratch) & 15u) != 0) {
+    return false;
+  }
+  int8_t* const padrow = p.scratch;
   for (int32_t i = 0; i < row_stride; ++i) padrow[i] = static_cast<int8_t>(pad);
-  int32_t cb[2 * kMaxCols];
+  int32_t* const cb = reinterpret_cast<int32_t*>(p.scratch + ((row_stride + 15) & ~15));
   const int32_t pair_pad = static_cast<int32_t>((static_cast<uint32_t>(pad) & 0xFFFFu) * 0x10001u);
   for (int32_t bc = 0; bc < cols; ++bc) {  // the padding columns, for good
     cb[2 * bc] = pair_pad;

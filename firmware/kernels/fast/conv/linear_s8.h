@@ -329,7 +329,7 @@ template <bool kPerChannel>
 // Inputs expanded at a time (a multiple of 32; 2 bytes of stack each) and
 // output rows accumulated at a time when the row is longer: each chunk of
 // it is expanded once per group of rows.
-constexpr int32_t kFcChunk = 640;
+constexpr int32_t kFcChunk = 320;
 constexpr int32_t kFcGroup = 64;
 
 // acc[j] += the dot products of rows [0, n) of w (K apart) with the chunk

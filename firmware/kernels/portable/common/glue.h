@@ -93,6 +93,15 @@ TMCU_INLINE bool same_dtype(const OpContext& ctx) {
   return ctx.output(0).dtype == t;
 }
 
+/// The op's planned scratch operand, input i, when the program gives one in
+/// an arena (never a constant: the fast paths write it); null otherwise,
+/// and the kernel runs its generic loop.
+TMCU_INLINE int8_t* scratch_operand(const OpContext& ctx, uint32_t i, int32_t* bytes) {
+  if (ctx.num_inputs() <= i || ctx.input(i).location < kLocArena0) return nullptr;
+  *bytes = static_cast<int32_t>(ctx.input(i).nbytes);
+  return ctx.in<int8_t>(i);
+}
+
 }  // namespace portable
 }  // namespace torchmcu
 

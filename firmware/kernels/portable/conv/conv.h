@@ -58,6 +58,12 @@ struct QuantConvParams {
   int32_t input_offset;   // padded taps contribute 0 (they hold the zero point)
   int32_t output_offset;
   int32_t act_min, act_max;
+  // The op's planned scratch operand (RAM of the arena, live during the op),
+  // or null: the fast paths' buffers (kernels/fast: conv_scratch_bytes,
+  // dw::rows_scratch_bytes), which take the generic loop when it is absent
+  // or too small. The generic kernels need none.
+  int8_t* scratch = nullptr;
+  int32_t scratch_bytes = 0;
 };
 
 /// conv2d_s8, depthwise_conv2d_s8 and linear_s8 require their multipliers in

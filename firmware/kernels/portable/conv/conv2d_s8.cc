@@ -57,16 +57,13 @@ inline void interior(int32_t pad, int32_t stride, int32_t size, int32_t kernel, 
 // == 1 and one group the taps of one kernel row are one contiguous run of
 // kw * C values in input and weights alike; grouped, each tap is a run of
 // the group's channels.
-void grouped_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
-                       int32_t kernel_w, int32_t group_channels, const int32_t* bias,
-                       const int32_t* multiplier, const int32_t* shift, int8_t* out, Shape4 out_shape,
-                       const QuantConvParams& p) {
-#if TMCU_S8_FAST && TMCU_FAST_CONV
-  if (group_channels == in_shape.c &&
-      fast::conv2d_s8(in, in_shape, w, kernel_h, kernel_w, bias, multiplier, shift, out, out_shape, p)) {
-    return;
-  }
-#endif
+// Its own function (never inlined): its frame is then not on the stack
+// beneath the fast paths'.
+namespace {
+[[gnu::noinline]] void grouped_generic(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                                       int32_t kernel_w, int32_t group_channels, const int32_t* bias,
+                                       const int32_t* multiplier, const int32_t* shift, int8_t* out,
+                                       Shape4 out_shape, const QuantConvParams& p) {
   // Locals, not p's fields: int8 stores may alias p, forcing reloads.
   const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
   const int32_t pad_top = p.pad_top, pad_left = p.pad_left;
@@ -147,6 +144,20 @@ void grouped_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32
     }
   }
 }
+}  // namespace
+
+void grouped_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                       int32_t kernel_w, int32_t group_channels, const int32_t* bias,
+                       const int32_t* multiplier, const int32_t* shift, int8_t* out, Shape4 out_shape,
+                       const QuantConvParams& p) {
+#if TMCU_S8_FAST && TMCU_FAST_CONV
+  if (group_channels == in_shape.c &&
+      fast::conv2d_s8(in, in_shape, w, kernel_h, kernel_w, bias, multiplier, shift, out, out_shape, p)) {
+    return;
+  }
+#endif
+  grouped_generic(in, in_shape, w, kernel_h, kernel_w, group_channels, bias, multiplier, shift, out, out_shape, p);
+}
 
 void conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
                int32_t kernel_w, const int32_t* bias, const int32_t* multiplier,
@@ -158,16 +169,11 @@ void conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kerne
 // Per output pixel, the output channels are processed in chunks of kAccChunk
 // int32 accumulators on the stack; the tap loops run inside a chunk, the
 // channel loop innermost and contiguous in input, weights and accumulators.
-void depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
-                         int32_t kernel_w, int32_t depth_multiplier, const int32_t* bias,
-                         const int32_t* multiplier, const int32_t* shift, int8_t* out,
-                         Shape4 out_shape, const QuantConvParams& p) {
-#if TMCU_S8_FAST && TMCU_FAST_DW
-  if (fast::depthwise_conv2d_s8(in, in_shape, w, kernel_h, kernel_w, depth_multiplier, bias, multiplier,
-                                shift, out, out_shape, p)) {
-    return;
-  }
-#endif
+namespace {
+[[gnu::noinline]] void depthwise_generic(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                                         int32_t kernel_w, int32_t depth_multiplier, const int32_t* bias,
+                                         const int32_t* multiplier, const int32_t* shift, int8_t* out,
+                                         Shape4 out_shape, const QuantConvParams& p) {
   const int32_t stride_h = p.stride_h, stride_w = p.stride_w;
   const int32_t pad_top = p.pad_top, pad_left = p.pad_left;
   const int32_t dil_h = p.dilation_h, dil_w = p.dilation_w;
@@ -231,6 +237,21 @@ void depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int
       }
     }
   }
+}
+}  // namespace
+
+void depthwise_conv2d_s8(const int8_t* in, Shape4 in_shape, const int8_t* w, int32_t kernel_h,
+                         int32_t kernel_w, int32_t depth_multiplier, const int32_t* bias,
+                         const int32_t* multiplier, const int32_t* shift, int8_t* out,
+                         Shape4 out_shape, const QuantConvParams& p) {
+#if TMCU_S8_FAST && TMCU_FAST_DW
+  if (fast::depthwise_conv2d_s8(in, in_shape, w, kernel_h, kernel_w, depth_multiplier, bias, multiplier,
+                                shift, out, out_shape, p)) {
+    return;
+  }
+#endif
+  depthwise_generic(in, in_shape, w, kernel_h, kernel_w, depth_multiplier, bias, multiplier, shift, out,
+                    out_shape, p);
 }
 
 }  // namespace portable

@@ -9,6 +9,7 @@
 // cannot take; the checks bound the shapes that size the accumulators. The
 // int16 math is defined for any of them (conv.h).
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/portable/common/glue.h"
 #include "kernels/portable/common/requantize.h"
@@ -160,6 +161,22 @@ struct ConvQ<int16_t> {
 template <typename T>
 using Bias = typename QType<T>::Bias;
 
+/// ConvQ<T>::params(a) with the op's scratch operand (int8: the fast paths'
+/// buffers; operand_count_ok allows it as the sixth input).
+/// (Tag dispatch, not `if constexpr`: the Arduino library builds as C++14.)
+TMCU_INLINE void take_scratch(const OpContext& ctx, QuantConvParams& q, std::true_type) {
+  q.scratch = scratch_operand(ctx, 5, &q.scratch_bytes);
+}
+template <typename P>
+TMCU_INLINE void take_scratch(const OpContext&, P&, std::false_type) {}
+
+template <typename T>
+TMCU_INLINE typename ConvQ<T>::Params conv_params(const OpContext& ctx, const schema::QuantConv2dArgs& a) {
+  typename ConvQ<T>::Params q = ConvQ<T>::params(a);
+  take_scratch(ctx, q, std::integral_constant<bool, std::is_same<T, int8_t>::value>());
+  return q;
+}
+
 /// The int32 accumulator of one output stays within int32 for any bias the
 /// math lets through: `terms` products, each at most `per_term` in magnitude.
 TMCU_INLINE bool accumulator_ok(int64_t terms, int64_t per_term) {
@@ -273,7 +290,7 @@ void conv2d_run(const OpContext& ctx) {
     return;
   }
   Fn(ctx.in<const T>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2], a.w[3], ctx.in<const Bias<T>>(2),
-     ctx.in<const int32_t>(3), ctx.in<const int32_t>(4), ctx.out<T>(0), shape4(a.y), ConvQ<T>::params(a));
+     ctx.in<const int32_t>(3), ctx.in<const int32_t>(4), ctx.out<T>(0), shape4(a.y), conv_params<T>(ctx, a));
 }
 
 template <typename T, void (*Fn)(const T*, Shape4, const int8_t*, int32_t, int32_t, int32_t, const Bias<T>*,
@@ -283,7 +300,7 @@ void depthwise_run(const OpContext& ctx) {
   if (ConvQ<T>::kBounded && !requant_ok(ctx, a.w[3], a.w[3], int64_t(a.w[1]) * a.w[2], kConvTermS8)) return;
   Fn(ctx.in<const T>(0), shape4(a.x), ctx.in<const int8_t>(1), a.w[1], a.w[2], a.multiplier,
      ctx.in<const Bias<T>>(2), ctx.in<const int32_t>(3), ctx.in<const int32_t>(4), ctx.out<T>(0), shape4(a.y),
-     ConvQ<T>::params(a));
+     conv_params<T>(ctx, a));
 }
 
 // int4 weights (W4A8): as above, w packed I4, one group.

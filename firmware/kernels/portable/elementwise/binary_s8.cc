@@ -88,6 +88,12 @@ bool add_s8_same_shape(const int8_t* a, const int32_t* a_dims, const int8_t* b, 
 }
 #endif
 
+// The generic kernel in its own frame, not beneath the fast path's table.
+[[gnu::noinline]] void add_generic(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
+                                   int8_t* out, const int32_t* out_dims, int32_t rank, const QuantAddParams& p) {
+  broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, AddS8(p));
+}
+
 }  // namespace
 
 // Equal shapes: the tabulated fast path (kernels/fast/elementwise/binary_s8.h), else (MVE,
@@ -107,7 +113,7 @@ void add_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32
 #if TMCU_S8_MVE && TMCU_FAST_ADD && TMCU_FAST_ADD_LANES
   if (add_s8_same_shape(a, a_dims, b, b_dims, out, out_dims, rank, p)) return;
 #endif
-  broadcast_binary(a, a_dims, b, b_dims, out, out_dims, rank, AddS8(p));
+  add_generic(a, a_dims, b, b_dims, out, out_dims, rank, p);
 }
 
 void mul_s8(const int8_t* a, const int32_t* a_dims, const int8_t* b, const int32_t* b_dims,
