@@ -47,10 +47,11 @@ demo: setup
 	$(PY) examples/digits_demo.py --quant int8
 
 # pytest exits 5 when it collected no tests: a suite that runs nothing fails.
-# The tests run on every core (pytest-xdist); PYTEST_ARGS adds to the command.
+# The tests run on every core (pytest-xdist; loadgroup: a file's tests that share its module- or
+# session-scoped fixtures run on one worker, tests/conftest.py); PYTEST_ARGS adds to the command.
 # The zoo (pytest mark `zoo`) runs apart: `make zoo`, which .ci/run runs after it.
 test: setup
-	@$(PY) -m pytest -q -n auto -m "not zoo" $(PYTEST_ARGS); status=$$?; \
+	@$(PY) -m pytest -q -n auto --dist loadgroup -m "not zoo" $(PYTEST_ARGS); status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
 

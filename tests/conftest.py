@@ -52,3 +52,27 @@ def assert_close(got: list[np.ndarray], expected: list[np.ndarray]) -> None:
     mismatch, worst = runner.compare([g[None] for g in got], [e[None] for e in expected],
                                      {"rtol": 1e-5, "atol_scale": 1e-5})
     assert mismatch is None, f"{mismatch} (max abs error {worst})"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]):
+    """Under `--dist loadgroup` (make test), the tests of a file that share a
+    module- or session-scoped fixture of that file (a compiled model, a built
+    firmware, a kernel library) run on one worker, so the fixture is made once
+    rather than once per worker; the other tests are spread one by one.
+    Before xdist's own hook, which reads the group marks; after it, the
+    group it appended to each test's id made the id pytest reports (xdist
+    3.8 writes `item._nodeid`, which pytest 9 no longer reads: without this
+    no test was grouped, `make zoo`'s neither)."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None or item.get_closest_marker("xdist_group"):
+            continue
+        module = item.nodeid.split("::")[0]
+        if any(defs[-1].scope != "function" and defs[-1].baseid == module for defs in info.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(f"file:{module}"))
+    yield
+    for item in items:
+        grouped = getattr(item, "_nodeid", None)
+        if grouped and grouped != item.nodeid:
+            item._id = type(item._id).parse(grouped)

@@ -4,9 +4,12 @@ machine (g++, optionally with AddressSanitizer and UBSan), for tests and
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..boards import Board
@@ -60,20 +63,39 @@ def build_host_runner(sanitize: bool = True, cache_dir: str | Path | None = None
     if exe.exists():
         return exe
     cache.mkdir(parents=True, exist_ok=True)
+    # Processes that need the same runner at once (test workers, parallel CLI runs) build it once: the
+    # first holds the key's lock while it builds, the others wait for it and then take its runner.
+    with open(cache / f".tmcu_host{variant}-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not exe.exists():
+            _build(cxx, flags, sources, table, cache / f"kernel_table{variant or '_all'}-{key}.cc", exe)
+    return exe
+
+
+def _build(cxx: str, flags: list[str], sources: list[Path], table: str, table_src: Path, exe: Path) -> None:
     # The cache is shared by every process and source tree of this user: files are named by the hash
     # and renamed in whole from a file of this process's own, so that none reads another's half-written one.
-    table_src = cache / f"kernel_table{variant or '_all'}-{key}.cc"
+    # Each source compiles on its own core, then one link.
     _write_whole(table_src, table)
     tmp = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")
-    try:
-        proc = subprocess.run([cxx, *flags, *map(str, sources), str(table_src), "-o", str(tmp)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise BuildError(f"host runner build failed:\n{proc.stderr}")
-        tmp.replace(exe)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return exe
+    with tempfile.TemporaryDirectory(prefix=f"{exe.name}.", dir=exe.parent) as obj_dir:
+        objs = [Path(obj_dir) / f"{k}_{src.stem}.o" for k, src in enumerate([*sources, table_src])]
+
+        def run(cmd: list[str]) -> subprocess.CompletedProcess:
+            return subprocess.run(cmd, capture_output=True, text=True)
+
+        try:
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                procs = list(pool.map(run, ([cxx, *flags, "-c", str(src), "-o", str(obj)]
+                                            for src, obj in zip([*sources, table_src], objs))))
+            if all(p.returncode == 0 for p in procs):
+                procs.append(run([cxx, *flags, *map(str, objs), "-o", str(tmp)]))
+            failed = [p for p in procs if p.returncode != 0]
+            if failed:
+                raise BuildError(f"host runner build failed:\n{failed[0].stderr}")
+            tmp.replace(exe)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def _write_whole(path: Path, text: str) -> None:
