@@ -24,6 +24,7 @@ KERNEL_FILES_S8 = [KERNEL_DIR / name for name in (
 INCLUDES = [f"-I{FIRMWARE_DIR}"]
 
 _SHIM = r"""
+#include <cstddef>
 #include <cstring>
 #include "kernels/portable/attention_norm/attention_norm.h"
 #include "kernels/portable/common/requantize.h"
@@ -39,6 +40,13 @@ static T params(const int32_t* q) {
   static_assert(sizeof(T) % sizeof(int32_t) == 0, "int32 fields only");
   T p;
   std::memcpy(&p, q, sizeof(T));
+  return p;
+}
+// Its int32 fields; the scratch operand after them stays null (the generic loop).
+template <>
+QuantConvParams params(const int32_t* q) {
+  QuantConvParams p{};
+  std::memcpy(static_cast<void*>(&p), q, offsetof(QuantConvParams, scratch));
   return p;
 }
 static Shape4 shape(const int32_t* s) { return Shape4{s[0], s[1], s[2], s[3]}; }

@@ -25,6 +25,7 @@ FILES = [KERNEL_DIR / n for n in ("common/requantize.cc", "conv/conv2d_s8.cc", "
                                   "pool_resize/pool2d_s8.cc", "conv/transpose_conv.cc", "pool_resize/resize.cc")]
 
 _SHIM = r"""
+#include <cstddef>
 #include <cstring>
 #include "kernels/portable/conv/conv.h"
 #include "kernels/portable/pool_resize/pool_resize.h"
@@ -32,6 +33,12 @@ using namespace torchmcu::portable;
 #define X extern "C"
 static Shape4 shape(const int32_t* s) { return Shape4{s[0], s[1], s[2], s[3]}; }
 template <typename T> static T fields(const int32_t* q) { T p; std::memcpy(&p, q, sizeof(T)); return p; }
+// Its int32 fields; the scratch operand after them stays null (the generic loop).
+template <> QuantConvParams fields(const int32_t* q) {
+  QuantConvParams p{};
+  std::memcpy(static_cast<void*>(&p), q, offsetof(QuantConvParams, scratch));
+  return p;
+}
 
 // q: QuantConvParams / QuantConvS16Params fields in order.
 X void k_tconv_s8(const int8_t* x, const int32_t* xs, const int8_t* w, int32_t kh, int32_t kw, int32_t gc,
