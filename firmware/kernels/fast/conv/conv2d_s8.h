@@ -217,6 +217,12 @@ namespace fast {
 // 4 x kWideOc accumulators, or (DSP) the linear patch; 16 bytes of slack.
 // The compiler plans it as the op's scratch operand, for the larger of the
 // two ISAs: aot/torchmcu/backends/portable/scratch.py computes the same.
+// Whether the op's scratch operand holds `bytes`, 16-byte aligned (the
+// fast paths' check; without it they return false: the generic kernel).
+inline bool scratch_fits(const QuantConvParams& p, int32_t bytes) {
+  return p.scratch != nullptr && p.scratch_bytes >= bytes && (reinterpret_cast<uintptr_t>(p.scratch) & 15u) == 0;
+}
+
 struct ConvScratch {
   int32_t buf, total;
 };
@@ -243,13 +249,10 @@ constexpr ConvScratch conv_scratch(int32_t K) {
   if (p.input_offset < -127 || p.input_offset > 128) return false;
   const Conv cv{in, in_shape, out_shape, w, kernel_h, kernel_w, K, bias, multiplier, shift, out, &p, direct,
                 static_cast<int8_t>(-p.input_offset)};
-  // The buffers are the op's planned scratch (conv_scratch_bytes), never
-  // the stack: without enough of it, the generic kernel.
+  // The buffers are the op's planned scratch (conv_scratch), never the
+  // stack: without enough of it, the generic kernel.
   const ConvScratch need = conv_scratch(K);
-  if (p.scratch == nullptr || p.scratch_bytes < need.total ||
-      (reinterpret_cast<uintptr_t>(p.scratch) & 15u) != 0) {
-    return false;
-  }
+  if (!scratch_fits(p, need.total)) return false;
   int8_t* const buf = p.scratch;
 #if TMCU_S8_MVE
   // Every channel requantized by requant_v (the compiler's multipliers

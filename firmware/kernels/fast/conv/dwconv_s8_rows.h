@@ -264,9 +264,7 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   const int32_t in_off = p.input_offset;
   if (cols > kMaxCols || in_off < -127 || in_off > 128) return false;
   // The row buffer is the op's planned scratch (never the stack).
-  if (p.scratch == nullptr || p.scratch_bytes < kRowsScratch || (reinterpret_cast<uintptr_t>(p.scratch) & 15u) != 0) {
-    return false;
-  }
+  if (!scratch_fits(p, kRowsScratch)) return false;
   // Gather offsets span a window's rows and the group's 4 rows, and the
   // weights' 16 taps: 16 bits.
   if (c_n + ((kh - 1) * dh + 3 * sh) * row_stride > 65535 || 16 * c_n > 65535) return false;
@@ -483,10 +481,7 @@ inline bool depthwise_rows(const int8_t* in, Shape4 in_shape, const int8_t* w, i
   const bool clamp = p.act_min > -128 || p.act_max < 127;
   // The zero-point row and the column buffer are the op's planned scratch
   // (never the stack): rows_scratch_bytes.
-  if (p.scratch == nullptr || p.scratch_bytes < rows_scratch_bytes(row_stride, cols) ||
-      (reinterpret_cast<uintptr_t>(p.scratch) & 15u) != 0) {
-    return false;
-  }
+  if (!scratch_fits(p, rows_scratch_bytes(row_stride, cols))) return false;
   int8_t* const padrow = p.scratch;
   for (int32_t i = 0; i < row_stride; ++i) padrow[i] = static_cast<int8_t>(pad);
   int32_t* const cb = reinterpret_cast<int32_t*>(p.scratch + ((row_stride + 15) & ~15));

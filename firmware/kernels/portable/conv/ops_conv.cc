@@ -161,15 +161,16 @@ struct ConvQ<int16_t> {
 template <typename T>
 using Bias = typename QType<T>::Bias;
 
-/// ConvQ<T>::params(a) with the op's scratch operand (int8: the fast paths'
-/// buffers; operand_count_ok allows it as the sixth input).
-/// (Tag dispatch, not `if constexpr`: the Arduino library builds as C++14.)
+// The scratch operand into int8's params; int16's take none here. (Tag
+// dispatch, not `if constexpr`: the Arduino library builds as C++14.)
 TMCU_INLINE void take_scratch(const OpContext& ctx, QuantConvParams& q, std::true_type) {
   q.scratch = scratch_operand(ctx, 5, &q.scratch_bytes);
 }
 template <typename P>
 TMCU_INLINE void take_scratch(const OpContext&, P&, std::false_type) {}
 
+/// ConvQ<T>::params(a) with the op's scratch operand (int8: the fast paths'
+/// buffers; operand_count_ok allows it as the sixth input).
 template <typename T>
 TMCU_INLINE typename ConvQ<T>::Params conv_params(const OpContext& ctx, const schema::QuantConv2dArgs& a) {
   typename ConvQ<T>::Params q = ConvQ<T>::params(a);
