@@ -46,6 +46,7 @@ from test_recurrent import build_lib as build_recurrent
 from test_runtime_features import Builder, build_dir
 from _kernel_lib_s8 import i32
 from torchmcu.backends.cmsis_nn.build import CMSIS_NN_ENV
+from torchmcu.backends.portable.scratch import scratch_bytes as portable_scratch
 from torchmcu.builder.firmware import build_firmware
 from torchmcu.program import serialize
 from torchmcu.reference.quant import pack_int4, unpack_int4
@@ -261,6 +262,10 @@ def program(run: list[Case]) -> tuple[dict, bytes]:
         y = arena(f"c{k}_y", dtype, c.y_dims, 1.0 / 256 if softmax else 1.0, -128 if softmax else 0)
         ids = [x] + [const(f"c{k}_{n}", value, c.int4 and n == "w") for n, value in c.consts]
         extra = [arena(f"c{k}_{n}", dtype, dims) for n, dtype, dims in c.extra]
+        w = dict(c.consts).get("w")
+        nbytes = portable_scratch(c.code, c.x.shape, None if w is None else w.shape, c.y_dims, c.params[1])
+        if nbytes:  # the fast paths' buffers, planned as the compiler plans them (one more input)
+            ids.append(arena(f"c{k}_scratch", "I8", [nbytes]))
         if dtype == "I16":  # a program's I/O is int8 or float: int16 values at scale 1 in and out, exactly
             xf, yf = arena(f"c{k}_xf", "F32", list(c.x.shape)), arena(f"c{k}_yf", "F32", c.y_dims)
             b.op("QUANTIZE_S16", [xf], [x])
