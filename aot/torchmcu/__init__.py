@@ -6,10 +6,9 @@
 
 __version__ = "0.1.0"
 
-# The custom ops an exported program (model.pt2) may hold are registered with
-# torch on `import torchmcu`, so that `run --check`, in a process that never
-# compiled, loads the program: torchmcu::attention_softmax (int8 attention).
-from .frontend import attention as _attention  # noqa: E402,F401
+# No torch here: `build`, `run` and `size` start without it (about 3 s a
+# process). Whatever loads a saved program registers torchmcu's custom ops
+# first (sim/runner.py: load_exported).
 
 
 def compile(*args, **kwargs):  # noqa: A001 - the natural name, as torch.compile

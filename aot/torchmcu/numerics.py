@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from .frontend.ranges import FLOAT_PROGRAM
 from .sim import runner
 
 # 10 dB: noise power a tenth of the signal's, an RMS error about a third of
@@ -58,13 +57,14 @@ def float_reference(out_dir: str | Path, samples: list[list[np.ndarray]]) -> lis
     """The float model's outputs for `samples` (float32), or None when
     compile saved no float model (a model quantized by the user, or a build
     directory of an older torchmcu)."""
+    from .frontend.ranges import FLOAT_PROGRAM  # with torch: a run without --check starts without it
+
     path = Path(out_dir) / FLOAT_PROGRAM
     if not path.is_file():
         return None
-    import torch
-
     meta = runner.load_meta(out_dir)
-    return runner._run_exported(torch.export.load(str(path)), out_dir, runner.float_samples(meta, samples), False)
+    return runner._run_exported(runner._load_exported(out_dir, FLOAT_PROGRAM), out_dir,
+                                runner.float_samples(meta, samples), False)
 
 
 def as_float(outputs: list[np.ndarray], meta: dict[str, Any]) -> list[np.ndarray]:

@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from ..errors import TorchMCUError
 from .user_code import one_line
+
+if TYPE_CHECKING:  # torch is imported where a model is loaded: `build` and `run` start without it
+    import torch
 
 SUFFIXES = (".pt", ".jit", ".onnx")
 
@@ -72,6 +74,8 @@ def load_shipped(spec: str, shapes: dict[str, tuple[int, ...]], fixed: dict[str,
 
 def load_torchscript(path: Path, sub: str, shapes: dict[str, tuple[int, ...]], fixed: dict[str, str]
                      ) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    import torch
+
     if not zipfile.is_zipfile(path):
         raise TorchMCUError(f"{path} is not a TorchScript file (torch.jit.save writes a zip archive; this is not one)")
     with zipfile.ZipFile(path) as z:
@@ -110,6 +114,8 @@ def _forward_args(module: Any) -> list[Any]:
 def from_script_module(module: Any, shapes: dict[str, tuple[int, ...]], fixed: dict[str, str],
                        where: str = "the ScriptModule") -> tuple[torch.nn.Module, tuple[Any, ...]]:
     """A ScriptModule as (an ExportedProgram's module, example inputs)."""
+    import torch
+
     args = _forward_args(module)
     names = [a.name for a in args]
     for flag, given in (("--input", shapes), ("--fix", fixed)):
@@ -194,6 +200,8 @@ def fold_shapes(frozen: Any, example: tuple[torch.Tensor, ...], rounds: int = 32
     constants (their values at the example's shapes, which torch.export fixes
     too), then constant propagation: the `if`s on them take their branch. A
     round per nesting level of such `if`s."""
+    import torch
+
     graph = frozen.forward.graph
     for _ in range(rounds):
         nodes = list(graph.nodes())

@@ -293,11 +293,15 @@ def reference(out_dir: str | Path, samples: list[list[np.ndarray]], float64: boo
     return _run_exported(_load_exported(out_dir), out_dir, samples, float64)
 
 
-def _load_exported(out_dir: str | Path) -> Any:
+def _load_exported(out_dir: str | Path, name: str = "model.pt2") -> Any:
+    """A saved program of the build directory, in a process that may never
+    have compiled: the ops it can hold are registered first."""
     import torch
     import torch.ao.quantization.fx._decomposed  # noqa: F401  the q/dq ops of quantized programs
 
-    return torch.export.load(str(Path(out_dir) / "model.pt2"))
+    from ..frontend import attention  # noqa: F401  torchmcu::attention_softmax (int8 attention)
+
+    return torch.export.load(str(Path(out_dir) / name))
 
 
 def _run_exported(ep: Any, out_dir: str | Path, samples: list[list[np.ndarray]], float64: bool) -> list[np.ndarray]:

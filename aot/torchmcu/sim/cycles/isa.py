@@ -9,7 +9,8 @@ address), so whatever depends on them is the table's stated assumption.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 CONDS = ("eq", "ne", "cs", "hs", "cc", "lo", "mi", "pl", "vs", "vc", "hi", "ls", "ge", "lt", "gt", "le", "al")
 
@@ -48,7 +49,6 @@ _SCALAR = {
     **dict.fromkeys("asrl lsll lsrl sqrshr sqrshrl sqshl sqshll srshr srshrl uqrshl uqrshll uqshl uqshll urshr "
                     "urshrl".split(), "mve_scalar_shift"),
 }
-_SCALAR_KEYS = sorted(_SCALAR, key=len, reverse=True)
 
 # Floating point (FPv4/FPv5 on S/D registers).
 _FP = {
@@ -111,6 +111,29 @@ def decode(address: int, size: int, mnemonic: str, operands: str) -> Insn:
     """The class of one instruction from its text: GNU objdump's (the ELF
     disassembled for the core's architecture: it knows MVE and Armv8.1-M,
     which the capstone of Debian's QEMU prints as bytes) or capstone's."""
+    insn = _decode_text(size, mnemonic, operands)  # the text alone decides; a run repeats few texts
+    return insn if address == 0 else replace(insn, address=address)
+
+
+def _scalar_base(core: str) -> tuple[str, bool] | None:
+    """The longest base mnemonic of _SCALAR that `core` is, with an optional
+    s / condition suffix (and whether it has a condition)."""
+    best = None
+    for rest in _SUFFIXES:
+        if rest and not core.endswith(rest):
+            continue
+        base = core[:len(core) - len(rest)] if rest else core
+        if base in _SCALAR and (best is None or len(base) > len(best[0])):
+            best = (base, rest not in ("", "s"))
+    return best
+
+
+_SUFFIXES = ("", "s", *CONDS, *("s" + c for c in CONDS))
+
+
+@lru_cache(maxsize=None)
+def _decode_text(size: int, mnemonic: str, operands: str) -> Insn:
+    address = 0
     mn = mnemonic.lower()
     ops = operands.lower()
     core = mn.split(".", 1)[0]  # "ldr.w" -> "ldr", "vldrb.s8" -> "vldrb"
@@ -128,13 +151,9 @@ def decode(address: int, size: int, mnemonic: str, operands: str) -> Insn:
         return Insn(address, size, "it", "it", False, frozenset(), frozenset(), frozenset())
     if core.startswith("v") or _QREG.search(ops):
         return _decode_vector(address, size, core, dtype, ops)
-    for base in _SCALAR_KEYS:
-        if not core.startswith(base):
-            continue
-        split = _split_cond(core, base)
-        if split is None:
-            continue
-        cond, _ = split
+    found = _scalar_base(core)
+    if found is not None:
+        base, cond = found
         cls = _SCALAR[base]
         regs = _regs(ops)
         inside = re.search(r"\[([^\]]*)\]", ops)
