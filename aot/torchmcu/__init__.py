@@ -6,9 +6,9 @@
 
 __version__ = "0.1.0"
 
-# No torch here: `build`, `run` and `size` start without it (about 3 s a
-# process). Whatever loads a saved program registers torchmcu's custom ops
-# first (sim/runner.py: load_exported).
+# No torch here: `build` and `run` start without it (about 3 s a process).
+# Whatever loads a saved program registers torchmcu's custom ops first
+# (sim/runner.py: _load_exported).
 
 
 def compile(*args, **kwargs):  # noqa: A001 - the natural name, as torch.compile

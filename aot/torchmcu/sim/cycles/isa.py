@@ -115,20 +115,14 @@ def decode(address: int, size: int, mnemonic: str, operands: str) -> Insn:
     return insn if address == 0 else replace(insn, address=address)
 
 
+_SUFFIXES = ("", "s", *CONDS, *("s" + c for c in CONDS))  # what may follow a base mnemonic
+
+
 def _scalar_base(core: str) -> tuple[str, bool] | None:
     """The longest base mnemonic of _SCALAR that `core` is, with an optional
     s / condition suffix (and whether it has a condition)."""
-    best = None
-    for rest in _SUFFIXES:
-        if rest and not core.endswith(rest):
-            continue
-        base = core[:len(core) - len(rest)] if rest else core
-        if base in _SCALAR and (best is None or len(base) > len(best[0])):
-            best = (base, rest not in ("", "s"))
-    return best
-
-
-_SUFFIXES = ("", "s", *CONDS, *("s" + c for c in CONDS))
+    found = [(core[:len(core) - len(rest)], rest not in ("", "s")) for rest in _SUFFIXES if core.endswith(rest)]
+    return max((f for f in found if f[0] in _SCALAR), key=lambda f: len(f[0]), default=None)
 
 
 @lru_cache(maxsize=None)

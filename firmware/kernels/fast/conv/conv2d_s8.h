@@ -211,18 +211,18 @@ namespace torchmcu {
 namespace portable {
 namespace fast {
 
-// The fast path's scratch for patches of K taps: the interleaved patch
-// buffer (`buf` bytes, a multiple of 16), then (MVE) run()'s per-channel
-// table of kOcChunk x 3 words or run_wide()'s kWideOc folded biases and
-// 4 x kWideOc accumulators, or (DSP) the linear patch; 16 bytes of slack.
-// The compiler plans it as the op's scratch operand, for the larger of the
-// two ISAs: aot/torchmcu/backends/portable/scratch.py computes the same.
 // Whether the op's scratch operand holds `bytes`, 16-byte aligned (the
 // fast paths' check; without it they return false: the generic kernel).
 inline bool scratch_fits(const QuantConvParams& p, int32_t bytes) {
   return p.scratch != nullptr && p.scratch_bytes >= bytes && (reinterpret_cast<uintptr_t>(p.scratch) & 15u) == 0;
 }
 
+// The fast path's scratch for patches of K taps: the interleaved patch
+// buffer (`buf` bytes, a multiple of 16), then (MVE) run()'s per-channel
+// table of kOcChunk x 3 words or run_wide()'s kWideOc folded biases and
+// 4 x kWideOc accumulators, or (DSP) the linear patch; 16 bytes of slack.
+// The compiler plans it as the op's scratch operand, for the larger of the
+// two ISAs: aot/torchmcu/backends/portable/scratch.py computes the same.
 struct ConvScratch {
   int32_t buf, total;
 };

@@ -60,8 +60,8 @@ struct QuantConvParams {
   int32_t act_min, act_max;
   // The op's planned scratch operand (RAM of the arena, live during the op),
   // or null: the fast paths' buffers (kernels/fast: conv_scratch,
-  // dw::kRowsScratch, dw::rows_scratch_bytes), which take the generic loop when it is absent
-  // or too small. The generic kernels need none.
+  // dw::kRowsScratch, dw::rows_scratch_bytes), which take the generic loop
+  // when it is absent or too small. The generic kernels need none.
   int8_t* scratch = nullptr;
   int32_t scratch_bytes = 0;
 };
