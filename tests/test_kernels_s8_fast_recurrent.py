@@ -8,7 +8,8 @@ so that parameters a compiled model never has are tested too. Both weight
 schemes (per gate: TFLite's; per row: torchmcu's, with its requantization
 operand); hidden sizes with every remainder of the 4-unit blocks (1, 5, 7,
 13, 66, 70) and above the 64 units of one pass (66, 70: a second pass);
-input sizes below, at and above the 16 lanes of one vector (1, 10, 16, 37);
+input sizes below, at and above the 16 lanes of one vector (1, 10, 16, 37)
+and above the DSP path's 128 expanded inputs (131);
 batches of 1 to 3; reverse; h0 and c0 present and absent (the hidden state
 at its zero point); a cell clip; multipliers above 1 (positive shifts) with
 biases near 2^29, so that some accumulators shifted up leave int32 (the
@@ -46,6 +47,8 @@ CASES = [
     ("lstm_h5_up", "lstm", 3, 1, 33, 5, True, True, True, False, "up"),
     ("lstm_h6_up_per_gate", "lstm", 2, 2, 9, 6, False, True, True, False, "up"),
     ("lstm_h1_i1", "lstm", 3, 1, 1, 1, False, True, True, False, "calib"),
+    # an input above the DSP path's 128 expanded inputs (its rows by dot_s8 as they are)
+    ("lstm_i131", "lstm", 2, 1, 131, 9, True, True, True, False, "calib"),
     ("lstm_generic", "lstm", 2, 1, 8, 9, True, True, True, False, "generic"),
     ("gru_kws", "gru", 4, 1, 10, 48, True, True, False, False, "calib"),
     ("gru_tail_per_gate", "gru", 3, 3, 20, 7, False, False, False, True, "calib"),

@@ -559,12 +559,11 @@ inline bool lstm_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, con
 #if TMCU_S8_MVE
   return lstm_mve(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, table);
 #else
-  (void)table;
   for (int32_t k = 0; k < s.batch * s.hidden_size; ++k) c[k] = c0 != nullptr ? c0[k] : 0;
   if (q.gates.per_row) {
-    rn_lstm_dsp<true>(x, w_ih, w_hh, bias, h0, y, c, s, q);
+    rn_lstm_dsp<true>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
   } else {
-    rn_lstm_dsp<false>(x, w_ih, w_hh, bias, h0, y, c, s, q);
+    rn_lstm_dsp<false>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
   }
   return true;
 #endif
@@ -575,11 +574,10 @@ inline bool gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, cons
 #if TMCU_S8_MVE
   return gru_mve(x, w_ih, w_hh, bias, h0, y, s, q, table);
 #else
-  (void)table;
   if (q.gates.per_row) {
-    rn_gru_dsp<true>(x, w_ih, w_hh, bias, h0, y, s, q);
+    rn_gru_dsp<true>(x, w_ih, w_hh, bias, h0, y, s, q, table);
   } else {
-    rn_gru_dsp<false>(x, w_ih, w_hh, bias, h0, y, s, q);
+    rn_gru_dsp<false>(x, w_ih, w_hh, bias, h0, y, s, q, table);
   }
   return true;
 #endif

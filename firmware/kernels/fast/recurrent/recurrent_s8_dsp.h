@@ -89,8 +89,8 @@ inline void rn_expand(const int8_t* v, int32_t n, int16x2_t* vp) {
 // rows per step by hand-scheduled SMLADs (the 8 pairs by one LDM, each
 // row's 8 weights by two LDRs: 21 instructions per 16 MACs), then 4, then
 // the n % 4 rest.
-inline void rn_dot2_pairs(const int16x2_t* vp, const int8_t* v, const int8_t* w0, const int8_t* w1, int32_t n,
-                          int32_t* out) {
+[[gnu::always_inline]] inline void rn_dot2_pairs(const int16x2_t* vp, const int8_t* v, const int8_t* w0,
+                                                 const int8_t* w1, int32_t n, int32_t* o0, int32_t* o1) {
   int32_t a0 = 0, a1 = 0;
   int32_t k = n & ~7;
   if (k > 0) {
@@ -136,15 +136,19 @@ inline void rn_dot2_pairs(const int16x2_t* vp, const int8_t* v, const int8_t* w0
     a0 += v[k + r] * w0[r];
     a1 += v[k + r] * w1[r];
   }
-  out[0] = a0;
-  out[1] = a1;
+  *o0 = a0;
+  *o1 = a1;
 }
 
-// dot4_s8 over v expanded: rows 0, 1 and rows 2, 3 by rn_dot2_pairs.
-inline void rn_dot4_pairs(const int16x2_t* vp, const int8_t* v, const int8_t* w, int32_t stride, int32_t n,
-                          int32_t* out) {
-  rn_dot2_pairs(vp, v, w, w + stride, n, out);
-  rn_dot2_pairs(vp, v, w + 2 * stride, w + 3 * stride, n, out + 2);
+// rn_dot2_pairs, or with vp null (v longer than kRnDspMax) dot_s8 on each row.
+[[gnu::always_inline]] inline void rn_dot2(const int16x2_t* vp, const int8_t* v, const int8_t* w0, const int8_t* w1,
+                                           int32_t n, int32_t* o0, int32_t* o1) {
+  if (vp != nullptr) {
+    rn_dot2_pairs(vp, v, w0, w1, n, o0, o1);
+  } else {
+    *o0 = dot_s8(v, w0, n);
+    *o1 = dot_s8(v, w1, n);
+  }
 }
 
 [[gnu::always_inline]] inline int32_t rn_sat16(int32_t v) { return __ssat(v, 16); }
@@ -161,6 +165,43 @@ inline int32_t rn_zp_dot(int32_t zp, const int8_t* w, int32_t n) {
   return zp * a;
 }
 
+// sigmoid_s16 and tanh_s16 (recurrent_s8.cc) inline, on its table.
+[[gnu::always_inline]] inline int32_t rn_scaled(int32_t x, int32_t left_shift) {
+  if (left_shift >= 0) return x * (3 << left_shift);
+  const int32_t right = -left_shift;
+  return (x * 3 + (1 << (right - 1))) >> right;
+}
+
+[[gnu::always_inline]] inline int32_t rn_sigmoid_dsp(int32_t x, const uint16_t* table) {
+  const int32_t v = x * 3;
+  const uint32_t a = uint32_t(v >= 0 ? v : -v);
+  const uint32_t uh = a >> 9;
+  uint32_t r;
+  if (uh >= 255) {
+    r = 0x7FFFu << 10;
+  } else {
+    const uint32_t ua = table[uh], ub = table[uh + 1];
+    r = (ua << 9) + (a & 0x1FFu) * (ub - ua);
+  }
+  r = v >= 0 ? r + (1u << 9) : (1u << 25) - r + (1u << 9) - 1u;
+  return int16_t(r >> 10);
+}
+
+[[gnu::always_inline]] inline int32_t rn_tanh_dsp(int32_t x, int32_t left_shift, const uint16_t* table) {
+  const int32_t v = rn_scaled(x, left_shift);
+  const uint32_t a = uint32_t(v >= 0 ? v : -v);
+  const uint32_t uh = a >> 8;
+  int32_t r;
+  if (uh >= 255) {
+    r = int32_t(0xFFFFu << 8);
+  } else {
+    const uint32_t ua = table[uh], ub = table[uh + 1];
+    r = int32_t((ua << 8) + (a & 0xFFu) * (ub - ua));
+  }
+  r = v >= 0 ? r - (1 << 23) + (1 << 7) : -r + (1 << 23) + (1 << 7) - 1;
+  return int16_t(uint32_t(r >> 8) & 0xFFFFu);
+}
+
 // One step's operands (as the MVE path's RnStep).
 struct RnDspStep {
   const int8_t* x;
@@ -174,44 +215,87 @@ struct RnDspStep {
   int32_t I, H, G, zp;
 };
 
+// requantize(x, m, s) (requantize.h), its shift <= 0 case inline.
+[[gnu::always_inline]] inline int32_t rn_requant(int32_t x, int32_t m, int32_t s) {
+  if (s > 0) return s8::requantize(x, m, s);
+  const int32_t hi = int32_t((int64_t(x) * m + (int64_t{1} << 30)) >> 31);
+  if (s == 0) return hi;
+  const int32_t e = -s;
+  const int32_t t = hi - int32_t(uint32_t(hi) >> 31);
+  return (t >> e) + ((t >> (e - 1)) & 1);
+}
+
+// rn_store_sides by SSAT and QADD (a saturated int32 sum is out of int16
+// exactly when the int64 one is).
+template <bool kPerRow>
+[[gnu::always_inline]] inline void rn_put(int32_t gx, int32_t gh, int16_t* pre, int32_t* xn) {
+  if (xn != nullptr) {
+    rn_store_sides<kPerRow>(gx, gh, pre, xn);
+  } else {
+    *pre = int16_t(kPerRow ? __ssat(__qadd(gx, gh), 16) : __ssat(__ssat(gx, 16) + __ssat(gh, 16), 16));
+  }
+}
+
 // Gate k's pre-activations (gate_sum) of units [j0, j0 + n) into pre[0, n);
 // with xn (the GRU's n gate) its hidden side saturated in pre, the input
-// side clamped to +-2^17 in xn (as the MVE path).
+// side clamped to +-2^17 in xn (as the MVE path). kRnDspRows rows at a
+// time: their products two rows at a time (an odd count's last pair takes
+// its one row twice) into ax and ah, then their requantization in a loop of
+// its own, which keeps its pointers in registers (the SMLAD loops take 7).
+constexpr int32_t kRnDspRows = 16;
+
 template <bool kPerRow>
 [[gnu::noinline]] void rn_rows_dsp(const RnDspStep& st, int32_t k, int32_t j0, int32_t n, int16_t* pre,
                                    int32_t* xn) {
   const int32_t I = st.I, H = st.H;
   const GateQuant& q = *st.q;
-  for (int32_t r = 0; r < n; r += 4) {
-    const int32_t rows = n - r < 4 ? n - r : 4;
-    const int32_t row = k * H + j0 + r;
-    int32_t ax[4], ah[4];
-    if (rows == 4) {
-      if (st.xp != nullptr) {
-        rn_dot4_pairs(st.xp, st.x, st.w_ih + row * I, I, I, ax);
-      } else {
-        dot4_s8(st.x, st.w_ih + row * I, I, I, ax);
+  const int32_t row = k * H + j0, e = kPerRow ? row : k, de = kPerRow ? 1 : 0;
+  const int32_t* bx = st.bias + row;
+  const int32_t* bh = st.bias + st.G + row;
+  const int32_t* xm = q.x_multiplier + e;
+  const int32_t* xs = q.x_shift + e;
+  const int32_t* hm = q.h_multiplier + e;
+  const int32_t* hs = q.h_shift + e;
+  for (int32_t r0 = 0; r0 < n; r0 += kRnDspRows) {
+    const int32_t m = n - r0 < kRnDspRows ? n - r0 : kRnDspRows;
+    int32_t ax[kRnDspRows + 1], ah[kRnDspRows + 1];
+    const int8_t* wi = st.w_ih + (row + r0) * I;
+    const int8_t* wh = st.w_hh + (row + r0) * H;
+    if (st.xp != nullptr && st.hp != nullptr) {  // the usual step: both sides expanded
+      const int32_t pairs = m >> 1;
+      for (int32_t r = 0; r < 2 * pairs; r += 2, wi += 2 * I, wh += 2 * H) {
+        rn_dot2_pairs(st.xp, st.x, wi, wi + I, I, ax + r, ax + r + 1);
+        rn_dot2_pairs(st.hp, st.h, wh, wh + H, H, ah + r, ah + r + 1);
       }
-      if (st.hp != nullptr) {
-        rn_dot4_pairs(st.hp, st.h, st.w_hh + row * H, H, H, ah);
-      } else if (st.h != nullptr) {
-        dot4_s8(st.h, st.w_hh + row * H, H, H, ah);
+      if (m & 1) {
+        rn_dot2_pairs(st.xp, st.x, wi, wi, I, ax + m - 1, ax + m);
+        rn_dot2_pairs(st.hp, st.h, wh, wh, H, ah + m - 1, ah + m);
       }
     } else {
-      for (int32_t u = 0; u < rows; ++u) ax[u] = dot_s8(st.x, st.w_ih + (row + u) * I, I);
-      if (st.h != nullptr) {
-        for (int32_t u = 0; u < rows; ++u) ah[u] = dot_s8(st.h, st.w_hh + (row + u) * H, H);
+      for (int32_t r = 0; r < m; r += 2, wi += 2 * I, wh += 2 * H) {
+        const int32_t d = r + 1 < m ? 1 : 0;  // the pair's second row: 1, or 0 (the first again)
+        rn_dot2(st.xp, st.x, wi, wi + d * I, I, ax + r, ax + r + 1);
+        if (st.h != nullptr) {
+          rn_dot2(st.hp, st.h, wh, wh + d * H, H, ah + r, ah + r + 1);
+        } else {
+          ah[r] = rn_zp_dot(st.zp, wh, H);
+          ah[r + 1] = rn_zp_dot(st.zp, wh + d * H, H);
+        }
       }
     }
-    if (st.h == nullptr) {
-      for (int32_t u = 0; u < rows; ++u) ah[u] = rn_zp_dot(st.zp, st.w_hh + (row + u) * H, H);
+    for (int32_t r = 0; r < m; ++r) {
+      const int32_t gx = rn_requant(__qadd(bx[r], ax[r]), *xm, *xs);
+      const int32_t gh = rn_requant(__qadd(bh[r], ah[r]), *hm, *hs);
+      rn_put<kPerRow>(gx, gh, pre + r, xn != nullptr ? xn + r : nullptr);
+      xm += de;
+      xs += de;
+      hm += de;
+      hs += de;
     }
-    for (int32_t u = 0; u < rows; ++u) {
-      const int32_t e = kPerRow ? row + u : k;
-      rn_store_sides<kPerRow>(s8::requantize(__qadd(st.bias[row + u], ax[u]), q.x_multiplier[e], q.x_shift[e]),
-                              s8::requantize(__qadd(st.bias[st.G + row + u], ah[u]), q.h_multiplier[e], q.h_shift[e]),
-                              pre + r + u, xn != nullptr ? xn + r + u : nullptr);
-    }
+    bx += m;
+    bh += m;
+    pre += m;
+    if (xn != nullptr) xn += m;
   }
 }
 
@@ -234,7 +318,7 @@ template <typename Pass>
 
 template <bool kPerRow>
 void rn_lstm_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-                 int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q) {
+                 int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q, const uint16_t* table) {
   const int32_t H = s.hidden_size;
   const int32_t p = q.cell_scale_power;
   const int32_t e = p < -12 ? p : -12;
@@ -247,24 +331,24 @@ void rn_lstm_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const 
       int16_t pre[4 * kRnChunk];
       for (int32_t g = 0; g < 4; ++g) rn_rows_dsp<kPerRow>(st, g, j0, m, pre + g * kRnChunk, nullptr);
       for (int32_t u = 0; u < m; ++u) {
-        const int32_t f = sigmoid_s16(pre[kRnChunk + u], 0);
-        const int32_t i = sigmoid_s16(pre[u], 0);
-        const int32_t g = tanh_s16(pre[2 * kRnChunk + u], 0);
+        const int32_t f = rn_sigmoid_dsp(pre[kRnChunk + u], table);
+        const int32_t i = rn_sigmoid_dsp(pre[u], table);
+        const int32_t g = rn_tanh_dsp(pre[2 * kRnChunk + u], 0, table);
         const int32_t cell = cb[j0 + u];
         int32_t tc, cv;
         if (kPerRow) {  // recurrent_s8.cc Cell, in 32 bits: |f c|, |i g| < 2^30, both shifts >= 1
           int32_t v = rn_round_shift(f * cell, sh_fc) + rn_round_shift(i * g, sh_ig);
           if (q.cell_clip > 0) v = v < -lim ? -lim : (v > lim ? lim : v);
-          tc = tanh_s16(rn_sat16(rn_round_shift(v, sh_q312)), 0);
+          tc = rn_tanh_dsp(rn_sat16(rn_round_shift(v, sh_q312)), 0, table);
           cv = rn_sat16(rn_round_shift(v, sh_state));
         } else {
           cv = rn_sat16(s8::requantize(f * cell, q.forget_multiplier, q.forget_shift));
           cv = rn_sat16(cv + rn_sat16(s8::requantize(i * g, q.cell_multiplier, q.cell_shift)));
           if (q.cell_clip > 0) cv = cv < -q.cell_clip ? -q.cell_clip : (cv > q.cell_clip ? q.cell_clip : cv);
-          tc = tanh_s16(cv, p + 12);
+          tc = rn_tanh_dsp(cv, p + 12, table);
         }
         cb[j0 + u] = int16_t(cv);
-        const int32_t o = sigmoid_s16(pre[3 * kRnChunk + u], 0);
+        const int32_t o = rn_sigmoid_dsp(pre[3 * kRnChunk + u], table);
         const int32_t h = s8::requantize(tc * o, q.output_multiplier, q.output_shift);
         yt[j0 + u] = int8_t((h < lo ? lo : (h > hi ? hi : h)) + zp);
       }
@@ -274,7 +358,7 @@ void rn_lstm_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const 
 
 template <bool kPerRow>
 void rn_gru_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-                int8_t* y, const RecurrentShape& s, const GruQuant& q) {
+                int8_t* y, const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
   const int32_t H = s.hidden_size;
   const int32_t zp = q.output_offset;
   rn_steps_dsp(s, x, h0, y, w_ih, w_hh, bias, q.gates, 3 * H, zp, [&](const RnDspStep& st, int8_t* yt, int32_t) {
@@ -284,10 +368,10 @@ void rn_gru_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const i
       int32_t xn[kRnChunk];
       for (int32_t g = 0; g < 3; ++g) rn_rows_dsp<kPerRow>(st, g, j0, m, pre + g * kRnChunk, g == 2 ? xn : nullptr);
       for (int32_t u = 0; u < m; ++u) {
-        const int32_t r = sigmoid_s16(pre[u], 0);
-        const int32_t z = sigmoid_s16(pre[kRnChunk + u], 0);
+        const int32_t r = rn_sigmoid_dsp(pre[u], table);
+        const int32_t z = rn_sigmoid_dsp(pre[kRnChunk + u], table);
         const int32_t rhn = rn_sat16(s8::requantize(r * pre[2 * kRnChunk + u], q.rh_multiplier, q.rh_shift));
-        const int32_t nn = tanh_s16(kPerRow ? rn_sat16(xn[u] + rhn) : rn_sat16(rn_sat16(xn[u]) + rhn), 0);
+        const int32_t nn = rn_tanh_dsp(kPerRow ? rn_sat16(xn[u] + rhn) : rn_sat16(rn_sat16(xn[u]) + rhn), 0, table);
         const int32_t hprev = hb != nullptr ? hb[j0 + u] - zp : 0;
         const int64_t h = int64_t(zp) + s8::requantize((32768 - z) * nn, q.blend_n_multiplier, q.blend_n_shift) +
                           s8::requantize(z * hprev, q.blend_h_multiplier, q.blend_h_shift);
