@@ -142,7 +142,7 @@ def markdown(kws: list[dict], sqnr: list[dict]) -> str:
              "streaming model's persistent state (the runtime's own Method object aside). weights: the recurrent "
              "weights' scheme, `--recurrent-weights` (per-channel: torchmcu's, the default; per-gate: TFLite's). "
              "kernels: portable = torchmcu's own (with the int8 fast paths of firmware/kernels/fast/recurrent: "
-             "MVE on the M55, DSP on the M4; a16w8 runs the generic kernels); cmsis-nn = the CMSIS-NN build, whose "
+             "MVE on the M55, DSP on the M4, int8 and a16w8); cmsis-nn = the CMSIS-NN build, whose "
              "LSTM (arm_lstm_unidirectional_s8/_s16) takes per-gate programs only (a per-channel program's LSTM "
              "runs the portable kernel there, so that pairing is left out). Measured at commit "
              f"{measured_at()}.", "",

@@ -1,5 +1,5 @@
-"""The int8 fast paths of LSTM_S8 and GRU_S8
-(firmware/kernels/fast/recurrent/recurrent_s8.h; and LSTM_S16, GRU_S16 on MVE) bit for bit against the
+"""The fast paths of LSTM_S8 and GRU_S8 and of LSTM_S16 and GRU_S16 (a16w8)
+(firmware/kernels/fast/recurrent/recurrent_s8.h) bit for bit against the
 NumPy reference and the generic kernel (-DTMCU_S8_GENERIC), in QEMU on the
 M4 (mps2-an386), the M33 (mps2-an505) and the M55 (mps3-an547).
 
@@ -55,7 +55,7 @@ CASES = [
     ("gru_h66_loud", "gru", 2, 1, 16, 66, True, True, False, False, "loud"),
     ("gru_h5_up", "gru", 3, 2, 12, 5, True, True, False, True, "up"),
     ("gru_generic", "gru", 2, 1, 8, 9, True, True, False, False, "generic"),
-    # a16w8 (LSTM_S16, GRU_S16; MVE only: the DSP build runs the generic kernel).
+    # a16w8 (LSTM_S16, GRU_S16: by VMLALDAVA on MVE, SMLAD on the DSP).
     ("lstm16_kws", "lstm16", 4, 1, 10, 64, True, True, True, False, "calib"),
     ("lstm16_tail_per_gate", "lstm16", 3, 2, 37, 13, False, False, False, True, "calib"),
     ("lstm16_h70_loud", "lstm16", 2, 1, 16, 70, True, True, True, False, "loud"),

@@ -1,6 +1,6 @@
-// Fast paths of lstm_s8 and gru_s8, and on MVE of lstm_s16 and gru_s16
-// (a16w8: the gate rows' products by VMLALDAVA in 64 bits, requantize_s64
-// per row, then the int8 path's elementwise part) (see fast.h), included by
+// Fast paths of lstm_s8 and gru_s8, and of lstm_s16 and gru_s16 (a16w8: on
+// MVE the gate rows' products by VMLALDAVA in 64 bits, on the DSP by SMLAD in
+// 32, requantize_s64 per row, then the int8 path's elementwise part) (see fast.h), included by
 // portable/recurrent/recurrent_s8.cc only; both weight schemes (per gate,
 // per row), the arithmetic of recurrent.h and reference/recurrent.py.
 //
@@ -16,9 +16,12 @@
 // shifts <= 0 only (a compiler's always are: their real multipliers are
 // powers of two below 1 over scales), else the generic kernel runs.
 //
-// DSP: each unit's 4 gates' rows against x_t and h_{t-1} by SMLAD on the
-// vectors expanded once per step into SXTB16 halfword pairs (on the stack,
-// up to kRnDspMax inputs), the rest per unit as the generic kernel.
+// DSP: each gate's rows, two at a time, against x_t and h_{t-1} by SMLAD on
+// the vectors expanded once per step into halfword pairs (on the stack, up to
+// kRnDspMax inputs; a16w8's always: lstm_s16 and gru_s16 take no longer
+// ones), then their requantization, then the rest per unit as the generic
+// kernel. An a16w8 row's n <= kRnDspMax products of at most 2^22 sum exactly
+// in int32.
 //
 // int8 accumulators: at most 2^16 products of at most 2^14 (the load-time
 // checks bound I and H), so they fit int32 and the bias is added with
@@ -583,15 +586,21 @@ inline bool gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, cons
 #endif
 }
 
-/// lstm_s16 and gru_s16 of recurrent.h (MVE only; else false).
+/// lstm_s16 and gru_s16 of recurrent.h (false where the fast path cannot take them).
 inline bool lstm_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, const int64_t* bias,
                      const int16_t* h0, const int16_t* c0, int16_t* y, int16_t* c, const RecurrentShape& s,
                      const LstmQuant& q, const uint16_t* table) {
 #if TMCU_S8_MVE
   return lstm_mve(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, table);
 #else
-  (void)x, (void)w_ih, (void)w_hh, (void)bias, (void)h0, (void)c0, (void)y, (void)c, (void)s, (void)q, (void)table;
-  return false;
+  if (s.input_size > kRnDspMax || s.hidden_size > kRnDspMax) return false;  // the inputs are expanded
+  for (int32_t k = 0; k < s.batch * s.hidden_size; ++k) c[k] = c0 != nullptr ? c0[k] : 0;
+  if (q.gates.per_row) {
+    rn_lstm_dsp<true>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
+  } else {
+    rn_lstm_dsp<false>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
+  }
+  return true;
 #endif
 }
 
@@ -601,8 +610,13 @@ inline bool gru_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, co
 #if TMCU_S8_MVE
   return gru_mve(x, w_ih, w_hh, bias, h0, y, s, q, table);
 #else
-  (void)x, (void)w_ih, (void)w_hh, (void)bias, (void)h0, (void)y, (void)s, (void)q, (void)table;
-  return false;
+  if (s.input_size > kRnDspMax || s.hidden_size > kRnDspMax) return false;  // the inputs are expanded
+  if (q.gates.per_row) {
+    rn_gru_dsp<true>(x, w_ih, w_hh, bias, h0, y, s, q, table);
+  } else {
+    rn_gru_dsp<false>(x, w_ih, w_hh, bias, h0, y, s, q, table);
+  }
+  return true;
 #endif
 }
 

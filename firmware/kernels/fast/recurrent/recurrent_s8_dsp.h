@@ -72,7 +72,8 @@ inline int32_t dot_s8(const int8_t* v, const int8_t* w, int32_t n) {
 namespace {
 
 // The inputs a step expands into SXTB16 pairs on the stack (x_t and h_{t-1}
-// each); longer vectors take dot4_s8 as they are.
+// each); longer int8 vectors take dot_s8 as they are, longer int16 ones the
+// generic kernel.
 constexpr int32_t kRnDspMax = 128;
 
 // v's 4-byte groups as SXTB16 pairs: vp[2i] = bytes 0 and 2 of group i,
@@ -85,11 +86,25 @@ inline void rn_expand(const int8_t* v, int32_t n, int16x2_t* vp) {
   }
 }
 
+// The same pairs of int16 inputs (a16w8): vp[2i] = inputs 4i and 4i + 2,
+// vp[2i + 1] = 4i + 1 and 4i + 3, as SXTB16 pairs the weights.
+inline void rn_expand(const int16_t* v, int32_t n, int16x2_t* vp) {
+  for (int32_t k = 0; k + 4 <= n; k += 4, vp += 2) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, v + k, 4);
+    std::memcpy(&hi, v + k + 2, 4);
+    vp[0] = int16x2_t((lo & 0xFFFFu) | (hi << 16));
+    vp[1] = int16x2_t((lo >> 16) | (hi & 0xFFFF0000u));
+  }
+}
+
 // Two rows' products with v, given also expanded (vp): 8 inputs of both
 // rows per step by hand-scheduled SMLADs (the 8 pairs by one LDM, each
 // row's 8 weights by two LDRs: 21 instructions per 16 MACs), then 4, then
-// the n % 4 rest.
-[[gnu::always_inline]] inline void rn_dot2_pairs(const int16x2_t* vp, const int8_t* v, const int8_t* w0,
+// the n % 4 rest. With int16 inputs (a16w8, n <= kRnDspMax) the int32 sums
+// are exact too: n products of at most 2^22.
+template <typename A>
+[[gnu::always_inline]] inline void rn_dot2_pairs(const int16x2_t* vp, const A* v, const int8_t* w0,
                                                  const int8_t* w1, int32_t n, int32_t* o0, int32_t* o1) {
   int32_t a0 = 0, a1 = 0;
   int32_t k = n & ~7;
@@ -202,15 +217,17 @@ inline int32_t rn_zp_dot(int32_t zp, const int8_t* w, int32_t n) {
   return int16_t(uint32_t(r >> 8) & 0xFFFFu);
 }
 
-// One step's operands (as the MVE path's RnStep).
+// One step's operands (as the MVE path's RnStep): A the activations' type,
+// B the bias's (int8, int32 or a16w8, int64).
+template <typename A, typename B>
 struct RnDspStep {
-  const int8_t* x;
-  const int8_t* h;  // null: the zero point
-  const int16x2_t* xp;  // x and h expanded (rn_expand), or null
+  const A* x;
+  const A* h;  // null: the zero point
+  const int16x2_t* xp;  // x and h expanded (rn_expand), or null (int8 only)
   const int16x2_t* hp;
   const int8_t* w_ih;
   const int8_t* w_hh;
-  const int32_t* bias;
+  const B* bias;
   const GateQuant* q;
   int32_t I, H, G, zp;
 };
@@ -223,6 +240,15 @@ struct RnDspStep {
   const int32_t e = -s;
   const int32_t t = hi - int32_t(uint32_t(hi) >> 31);
   return (t >> e) + ((t >> (e - 1)) & 1);
+}
+
+// A row's side requantized: requantize(sat32(bias + acc)) (int8) or
+// requantize_s64(bias + acc) (a16w8), as recurrent_s8.cc's requant.
+[[gnu::always_inline]] inline int32_t rn_side(int32_t bias, int32_t acc, int32_t m, int32_t s) {
+  return rn_requant(__qadd(bias, acc), m, s);
+}
+[[gnu::always_inline]] inline int32_t rn_side(int64_t bias, int32_t acc, int32_t m, int32_t s) {
+  return requantize_s64(bias + acc, m, s);
 }
 
 // rn_store_sides by SSAT and QADD (a saturated int32 sum is out of int16
@@ -244,14 +270,14 @@ template <bool kPerRow>
 // its own, which keeps its pointers in registers (the SMLAD loops take 7).
 constexpr int32_t kRnDspRows = 16;
 
-template <bool kPerRow>
-[[gnu::noinline]] void rn_rows_dsp(const RnDspStep& st, int32_t k, int32_t j0, int32_t n, int16_t* pre,
+template <bool kPerRow, typename A, typename B>
+[[gnu::noinline]] void rn_rows_dsp(const RnDspStep<A, B>& st, int32_t k, int32_t j0, int32_t n, int16_t* pre,
                                    int32_t* xn) {
   const int32_t I = st.I, H = st.H;
   const GateQuant& q = *st.q;
   const int32_t row = k * H + j0, e = kPerRow ? row : k, de = kPerRow ? 1 : 0;
-  const int32_t* bx = st.bias + row;
-  const int32_t* bh = st.bias + st.G + row;
+  const B* bx = st.bias + row;
+  const B* bh = st.bias + st.G + row;
   const int32_t* xm = q.x_multiplier + e;
   const int32_t* xs = q.x_shift + e;
   const int32_t* hm = q.h_multiplier + e;
@@ -274,9 +300,17 @@ template <bool kPerRow>
     } else {
       for (int32_t r = 0; r < m; r += 2, wi += 2 * I, wh += 2 * H) {
         const int32_t d = r + 1 < m ? 1 : 0;  // the pair's second row: 1, or 0 (the first again)
-        rn_dot2(st.xp, st.x, wi, wi + d * I, I, ax + r, ax + r + 1);
+        if constexpr (sizeof(A) == 1) {
+          rn_dot2(st.xp, st.x, wi, wi + d * I, I, ax + r, ax + r + 1);
+        } else {
+          rn_dot2_pairs(st.xp, st.x, wi, wi + d * I, I, ax + r, ax + r + 1);
+        }
         if (st.h != nullptr) {
-          rn_dot2(st.hp, st.h, wh, wh + d * H, H, ah + r, ah + r + 1);
+          if constexpr (sizeof(A) == 1) {
+            rn_dot2(st.hp, st.h, wh, wh + d * H, H, ah + r, ah + r + 1);
+          } else {
+            rn_dot2_pairs(st.hp, st.h, wh, wh + d * H, H, ah + r, ah + r + 1);
+          }
         } else {
           ah[r] = rn_zp_dot(st.zp, wh, H);
           ah[r + 1] = rn_zp_dot(st.zp, wh + d * H, H);
@@ -284,8 +318,8 @@ template <bool kPerRow>
       }
     }
     for (int32_t r = 0; r < m; ++r) {
-      const int32_t gx = rn_requant(__qadd(bx[r], ax[r]), *xm, *xs);
-      const int32_t gh = rn_requant(__qadd(bh[r], ah[r]), *hm, *hs);
+      const int32_t gx = rn_side(bx[r], ax[r], *xm, *xs);
+      const int32_t gh = rn_side(bh[r], ah[r], *hm, *hs);
       rn_put<kPerRow>(gx, gh, pre + r, xn != nullptr ? xn + r : nullptr);
       xm += de;
       xs += de;
@@ -300,32 +334,32 @@ template <bool kPerRow>
 }
 
 // pass(st) for each step and batch row (rn_steps), with x_t and h_{t-1}
-// expanded when they fit kRnDspMax.
-template <typename Pass>
-[[gnu::always_inline]] inline void rn_steps_dsp(const RecurrentShape& s, const int8_t* x, const int8_t* h0, int8_t* y,
-                                                const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias,
+// expanded when they fit kRnDspMax (int16 ones always do: lstm_s16).
+template <typename A, typename B, typename Pass>
+[[gnu::always_inline]] inline void rn_steps_dsp(const RecurrentShape& s, const A* x, const A* h0, A* y,
+                                                const int8_t* w_ih, const int8_t* w_hh, const B* bias,
                                                 const GateQuant& q, int32_t G, int32_t zp, const Pass& pass) {
   const int32_t I = s.input_size, H = s.hidden_size;
-  rn_steps(s, x, h0, y, [&](const int8_t* xt, const int8_t* hb, int8_t* yt, int32_t b) {
+  rn_steps(s, x, h0, y, [&](const A* xt, const A* hb, A* yt, int32_t b) {
     int16x2_t xe[kRnDspMax / 2], he[kRnDspMax / 2];
     const bool ex = I <= kRnDspMax, eh = hb != nullptr && H <= kRnDspMax;
     if (ex) rn_expand(xt, I, xe);
     if (eh) rn_expand(hb, H, he);
-    const RnDspStep st{xt, hb, ex ? xe : nullptr, eh ? he : nullptr, w_ih, w_hh, bias, &q, I, H, G, zp};
+    const RnDspStep<A, B> st{xt, hb, ex ? xe : nullptr, eh ? he : nullptr, w_ih, w_hh, bias, &q, I, H, G, zp};
     pass(st, yt, b);
   });
 }
 
-template <bool kPerRow>
-void rn_lstm_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-                 int8_t* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q, const uint16_t* table) {
+template <bool kPerRow, typename A, typename B>
+void rn_lstm_dsp(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, const A* h0, A* y, int16_t* c, const RecurrentShape& s, const LstmQuant& q, const uint16_t* table) {
   const int32_t H = s.hidden_size;
   const int32_t p = q.cell_scale_power;
   const int32_t e = p < -12 ? p : -12;
   const int32_t sh_fc = 15 + e - p, sh_ig = 30 + e, sh_q312 = -12 - e, sh_state = p - e;
   const int32_t lim = q.cell_clip << (p - e);
-  const int32_t zp = q.output_offset, lo = -128 - zp, hi = 127 - zp;
-  rn_steps_dsp(s, x, h0, y, w_ih, w_hh, bias, q.gates, 4 * H, zp, [&](const RnDspStep& st, int8_t* yt, int32_t b) {
+  constexpr int32_t kLo = sizeof(A) == 1 ? -128 : -32768, kHi = sizeof(A) == 1 ? 127 : 32767;
+  const int32_t zp = q.output_offset, lo = kLo - zp, hi = kHi - zp;
+  rn_steps_dsp(s, x, h0, y, w_ih, w_hh, bias, q.gates, 4 * H, zp, [&](const RnDspStep<A, B>& st, A* yt, int32_t b) {
     int16_t* cb = c + b * H;
     rn_chunks(H, [&](int32_t j0, int32_t m) {
       int16_t pre[4 * kRnChunk];
@@ -350,19 +384,20 @@ void rn_lstm_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const 
         cb[j0 + u] = int16_t(cv);
         const int32_t o = rn_sigmoid_dsp(pre[3 * kRnChunk + u], table);
         const int32_t h = s8::requantize(tc * o, q.output_multiplier, q.output_shift);
-        yt[j0 + u] = int8_t((h < lo ? lo : (h > hi ? hi : h)) + zp);
+        yt[j0 + u] = A((h < lo ? lo : (h > hi ? hi : h)) + zp);
       }
     });
   });
 }
 
-template <bool kPerRow>
-void rn_gru_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const int32_t* bias, const int8_t* h0,
-                int8_t* y, const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
+template <bool kPerRow, typename A, typename B>
+void rn_gru_dsp(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, const A* h0, A* y,
+                const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
   const int32_t H = s.hidden_size;
   const int32_t zp = q.output_offset;
-  rn_steps_dsp(s, x, h0, y, w_ih, w_hh, bias, q.gates, 3 * H, zp, [&](const RnDspStep& st, int8_t* yt, int32_t) {
-    const int8_t* hb = st.h;
+  constexpr int32_t kLo = sizeof(A) == 1 ? -128 : -32768, kHi = sizeof(A) == 1 ? 127 : 32767;
+  rn_steps_dsp(s, x, h0, y, w_ih, w_hh, bias, q.gates, 3 * H, zp, [&](const RnDspStep<A, B>& st, A* yt, int32_t) {
+    const A* hb = st.h;
     rn_chunks(H, [&](int32_t j0, int32_t m) {
       int16_t pre[3 * kRnChunk];
       int32_t xn[kRnChunk];
@@ -375,7 +410,7 @@ void rn_gru_dsp(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, const i
         const int32_t hprev = hb != nullptr ? hb[j0 + u] - zp : 0;
         const int64_t h = int64_t(zp) + s8::requantize((32768 - z) * nn, q.blend_n_multiplier, q.blend_n_shift) +
                           s8::requantize(z * hprev, q.blend_h_multiplier, q.blend_h_shift);
-        yt[j0 + u] = int8_t(h < -128 ? -128 : (h > 127 ? 127 : h));
+        yt[j0 + u] = A(h < kLo ? kLo : (h > kHi ? kHi : h));
       }
     });
   });
