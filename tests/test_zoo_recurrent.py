@@ -121,8 +121,8 @@ def test_lstm_kws_on_cmsis_nn(quant, board, tmp_path):
     per-gate weights: CMSIS-NN's gates take one multiplier each). Speed:
     at int8 the portable kernel's fast paths (kernels/fast/recurrent) take
     under 0.75x CMSIS-NN's instructions with MVE, within 10% of them with
-    DSP (M4, M33: SMLAD on both sides, its scalar gates); at a16w8, where
-    the portable kernel is the generic one, CMSIS-NN takes fewer."""
+    DSP (M4, M33: SMLAD on both sides, its scalar gates); at a16w8 fewer
+    than CMSIS-NN's with DSP (the same SMLAD loops), more with MVE."""
     model, example = zoo.make_lstm_kws()
     c = _compile(model, example, board, tmp_path, quant, zoo.calibration("lstm_kws", CALIBRATION),
                  recurrent_weights="per-gate")
@@ -133,8 +133,10 @@ def test_lstm_kws_on_cmsis_nn(quant, board, tmp_path):
         build_firmware(tmp_path, kernels=kernels)
         _run_checked(tmp_path, inputs)
         counts[kernels] = runner.run(tmp_path, inputs, sim="qemu").inference_instructions()
-    if quant == "a16w8":
+    if quant == "a16w8" and board == "mps3-an547":
         assert counts["cmsis-nn"] < counts["portable"], counts
+    elif quant == "a16w8":
+        assert counts["portable"] < counts["cmsis-nn"], counts
     else:
         assert counts["portable"] < (0.75 if board == "mps3-an547" else 1.1) * counts["cmsis-nn"], counts
 
