@@ -562,13 +562,7 @@ inline bool lstm_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, con
 #if TMCU_S8_MVE
   return lstm_mve(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, table);
 #else
-  for (int32_t k = 0; k < s.batch * s.hidden_size; ++k) c[k] = c0 != nullptr ? c0[k] : 0;
-  if (q.gates.per_row) {
-    rn_lstm_dsp<true>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
-  } else {
-    rn_lstm_dsp<false>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
-  }
-  return true;
+  return lstm_dsp(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, table);
 #endif
 }
 
@@ -577,12 +571,7 @@ inline bool gru_s8(const int8_t* x, const int8_t* w_ih, const int8_t* w_hh, cons
 #if TMCU_S8_MVE
   return gru_mve(x, w_ih, w_hh, bias, h0, y, s, q, table);
 #else
-  if (q.gates.per_row) {
-    rn_gru_dsp<true>(x, w_ih, w_hh, bias, h0, y, s, q, table);
-  } else {
-    rn_gru_dsp<false>(x, w_ih, w_hh, bias, h0, y, s, q, table);
-  }
-  return true;
+  return gru_dsp(x, w_ih, w_hh, bias, h0, y, s, q, table);
 #endif
 }
 
@@ -593,14 +582,7 @@ inline bool lstm_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, c
 #if TMCU_S8_MVE
   return lstm_mve(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, table);
 #else
-  if (s.input_size > kRnDspMax || s.hidden_size > kRnDspMax) return false;  // the inputs are expanded
-  for (int32_t k = 0; k < s.batch * s.hidden_size; ++k) c[k] = c0 != nullptr ? c0[k] : 0;
-  if (q.gates.per_row) {
-    rn_lstm_dsp<true>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
-  } else {
-    rn_lstm_dsp<false>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
-  }
-  return true;
+  return lstm_dsp(x, w_ih, w_hh, bias, h0, c0, y, c, s, q, table);
 #endif
 }
 
@@ -610,13 +592,7 @@ inline bool gru_s16(const int16_t* x, const int8_t* w_ih, const int8_t* w_hh, co
 #if TMCU_S8_MVE
   return gru_mve(x, w_ih, w_hh, bias, h0, y, s, q, table);
 #else
-  if (s.input_size > kRnDspMax || s.hidden_size > kRnDspMax) return false;  // the inputs are expanded
-  if (q.gates.per_row) {
-    rn_gru_dsp<true>(x, w_ih, w_hh, bias, h0, y, s, q, table);
-  } else {
-    rn_gru_dsp<false>(x, w_ih, w_hh, bias, h0, y, s, q, table);
-  }
-  return true;
+  return gru_dsp(x, w_ih, w_hh, bias, h0, y, s, q, table);
 #endif
 }
 

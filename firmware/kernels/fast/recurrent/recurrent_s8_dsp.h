@@ -416,4 +416,31 @@ void rn_gru_dsp(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bia
   });
 }
 
+// The op's DSP path: false for int16 inputs longer than kRnDspMax (they are
+// expanded), which take the generic kernel.
+template <typename A, typename B>
+bool lstm_dsp(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, const A* h0, const int16_t* c0, A* y,
+              int16_t* c, const RecurrentShape& s, const LstmQuant& q, const uint16_t* table) {
+  if (sizeof(A) == 2 && (s.input_size > kRnDspMax || s.hidden_size > kRnDspMax)) return false;
+  for (int32_t k = 0; k < s.batch * s.hidden_size; ++k) c[k] = c0 != nullptr ? c0[k] : 0;
+  if (q.gates.per_row) {
+    rn_lstm_dsp<true>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
+  } else {
+    rn_lstm_dsp<false>(x, w_ih, w_hh, bias, h0, y, c, s, q, table);
+  }
+  return true;
+}
+
+template <typename A, typename B>
+bool gru_dsp(const A* x, const int8_t* w_ih, const int8_t* w_hh, const B* bias, const A* h0, A* y,
+             const RecurrentShape& s, const GruQuant& q, const uint16_t* table) {
+  if (sizeof(A) == 2 && (s.input_size > kRnDspMax || s.hidden_size > kRnDspMax)) return false;
+  if (q.gates.per_row) {
+    rn_gru_dsp<true>(x, w_ih, w_hh, bias, h0, y, s, q, table);
+  } else {
+    rn_gru_dsp<false>(x, w_ih, w_hh, bias, h0, y, s, q, table);
+  }
+  return true;
+}
+
 #endif  // TORCHMCU_KERNELS_FAST_RECURRENT_RECURRENT_S8_DSP_H_
